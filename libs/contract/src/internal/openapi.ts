@@ -1,0 +1,48 @@
+/**
+ * Post-processing of generated OpenAPI documents.
+ */
+
+type Spec = Record<string, any>
+
+/**
+ * Replaces every 400 response with `response`, and drops the framework's
+ * decode-error schemas: our servers never answer with that format.
+ */
+export const replaceDecodeErrors = (response: Record<string, unknown>) => (spec: Spec): Spec => {
+  for (const path of Object.values<Spec>(spec["paths"] ?? {})) {
+    for (const operation of Object.values<Spec>(path)) {
+      if (operation["responses"]?.["400"] !== undefined) operation["responses"]["400"] = response
+    }
+  }
+  const schemas: Spec = spec["components"]?.["schemas"] ?? {}
+  for (const name of ["HttpApiDecodeError", "Issue", "PropertyKey", "BadRequest"]) delete schemas[name]
+  return spec
+}
+
+/**
+ * A copy of `spec` with wire examples: `[request, success]` bodies by
+ * operationId, and schema-level examples by component name.
+ */
+export const withExamples = <T extends object>(
+  spec: T,
+  operations: Record<string, readonly [unknown, unknown]>,
+  components: Record<string, unknown>
+): T => {
+  const copy: Spec = structuredClone(spec)
+  for (const path of Object.values<Spec>(copy["paths"] ?? {})) {
+    for (const operation of Object.values<Spec>(path)) {
+      const [request, success] = operations[operation["operationId"]] ?? [undefined, undefined]
+      const requestMedia = operation["requestBody"]?.["content"]?.["application/json"]
+      if (request !== undefined && requestMedia !== undefined) requestMedia["example"] = request
+      for (const [status, response] of Object.entries<Spec>(operation["responses"] ?? {})) {
+        const media = response["content"]?.["application/json"]
+        if (success !== undefined && status.startsWith("2") && media !== undefined) media["example"] = success
+      }
+    }
+  }
+  const schemas: Spec = copy["components"]?.["schemas"] ?? {}
+  for (const [name, example] of Object.entries(components)) {
+    if (schemas[name] !== undefined) schemas[name]["examples"] = [example]
+  }
+  return copy as T
+}

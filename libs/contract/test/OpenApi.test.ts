@@ -1,0 +1,59 @@
+import { describe, expect, it } from "@effect/vitest"
+import { HttpApi } from "@effect/platform"
+import { Validator } from "@seriousme/openapi-schema-validator"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
+import { BridgeApi } from "../src/BridgeApi.js"
+import { EventApi } from "../src/EventApi.js"
+import { DOCUMENTS, render } from "../src/OpenApiDocuments.js"
+import { REST_PATHS } from "../src/Operations.js"
+
+const committed = (file: string) => readFileSync(join(import.meta.dirname, "..", "openapi", file), "utf8")
+
+const endpointsOf = (api: HttpApi.HttpApi.Any) => {
+  const pairs: Array<string> = []
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
+    onGroup() {},
+    onEndpoint({ endpoint }) {
+      pairs.push(`${endpoint.method} ${endpoint.path}`)
+    }
+  })
+  return pairs.sort()
+}
+
+describe("OpenAPI 3.1 documents", () => {
+  for (const [file, make] of Object.entries(DOCUMENTS)) {
+    it(`${file} is up to date with the Schemas (run \`npm run openapi\` when this fails)`, () => {
+      expect(committed(file)).toBe(render(make()))
+    })
+
+    it(`${file} is a valid OpenAPI 3.1 document`, async () => {
+      const result = await new Validator().validate(JSON.parse(committed(file)))
+      expect(result.errors ?? []).toEqual([])
+      expect(result.valid).toBe(true)
+      expect(JSON.parse(committed(file)).openapi).toMatch(/^3\.1\./)
+    })
+  }
+
+  it("Event API: exactly POST /subscribe, DELETE /subscribe/{id} and GET /perform-list", () => {
+    expect(endpointsOf(EventApi)).toEqual(["DELETE /subscribe/:id", "GET /perform-list", "POST /subscribe"])
+  })
+
+  it("bridge contract: all six operations are HTTPS POST to their paths", () => {
+    expect(endpointsOf(BridgeApi)).toEqual(Object.values(REST_PATHS).map((path) => `POST ${path}`).sort())
+  })
+
+  it("both documents declare Bearer security and carry titles and descriptions", () => {
+    for (const make of Object.values(DOCUMENTS)) {
+      const spec = make() as unknown as {
+        info: { title: string; description: string }
+        components: { securitySchemes: Record<string, { type: string; scheme: string }> }
+      }
+      expect(spec.info.title.length).toBeGreaterThan(0)
+      expect(spec.info.description.length).toBeGreaterThan(0)
+      expect(Object.values(spec.components.securitySchemes)).toEqual([
+        expect.objectContaining({ type: "http", scheme: "bearer" })
+      ])
+    }
+  })
+})
