@@ -1,0 +1,170 @@
+/**
+ * The one safe egress Layer: every outbound request of crm-relay (bridges,
+ * OAuth token URLs, webhook deliveries) goes through `Egress.send`.
+ *
+ * Rules (Transport rules of the bridge contract, DESIGN "Outbound HTTP
+ * safety"): HTTPS only; no URL credentials; no query or fragment unless the
+ * call allows a query (a fragment is never sent); every DNS answer must be
+ * public and the connection uses exactly the validated addresses while TLS
+ * verifies the original host name; no redirects followed; proxy environment
+ * variables ignored; `Accept-Encoding: identity` and encoded responses
+ * refused; a 10 s deadline over the whole exchange including the body; 1 MiB
+ * cap on request and response bodies, enforced while streaming.
+ */
+import { Context, Duration, Effect, Either, Layer } from "effect"
+import type { ConfigError } from "effect"
+import * as tls from "node:tls"
+import { Agent } from "undici"
+import * as AddressPolicy from "./AddressPolicy.js"
+import { DnsResolver } from "./DnsResolver.js"
+import * as EgressConfig from "./EgressConfig.js"
+import { makeDeadlines } from "./internal/egress/Deadlines.js"
+import { type EgressError, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
+import { exchange } from "./internal/egress/exchange.js"
+import { makePinnedConnector } from "./internal/egress/pinnedConnector.js"
+import { prepareRequest, type EgressRequest } from "./internal/egress/prepareRequest.js"
+
+export {
+  EgressEncodingRefused,
+  type EgressError,
+  EgressNetworkError,
+  EgressRefused,
+  EgressResponseTooLarge,
+  EgressTimeout,
+  isEgressError,
+  MAX_BODY_BYTES,
+  type NetworkFailureKind,
+  type RefusalReason
+} from "./internal/egress/EgressError.js"
+export type { EgressMethod, EgressRequest, EgressRequestOptions } from "./internal/egress/prepareRequest.js"
+
+/** A response read in full (status 3xx included: redirects are the caller's to classify). */
+export interface EgressResponse {
+  readonly status: number
+  /** Response headers, names lower-case, repeated headers joined with ", ". */
+  readonly headers: Readonly<Record<string, string>>
+  /** The whole body, at most 1 MiB. */
+  readonly body: Uint8Array
+  /** Wall time of the exchange, in milliseconds. */
+  readonly durationMs: number
+}
+
+/** Options of `Egress.layerWith` (tests, the demo); `Egress.layer` reads them from config. */
+export interface EgressOptions {
+  /** CIDRs (or single addresses) reachable despite being private, e.g. ["127.0.0.1/32", "::1/128"]. */
+  readonly allowPrivate?: ReadonlyArray<string>
+  /** Extra trusted CA certificates (PEM), on top of Node's default store. */
+  readonly extraCa?: string | ReadonlyArray<string>
+  /** Total deadline per exchange, body included. Default 10 seconds. */
+  readonly deadline?: Duration.DurationInput
+}
+
+/** The contract's total deadline per HTTP exchange. */
+export const DEFAULT_DEADLINE: Duration.Duration = Duration.seconds(10)
+
+interface Settings {
+  readonly allowPrivate: ReadonlyArray<AddressPolicy.Cidr>
+  readonly extraCa: ReadonlyArray<string>
+  readonly deadline: Duration.Duration
+}
+
+/** Sends HTTPS requests under the egress rules. */
+export class Egress extends Context.Tag("@crm-relay/bridge/Egress")<Egress, {
+  /** Sends one request and reads the whole response; never follows a redirect. */
+  readonly send: (request: EgressRequest) => Effect.Effect<EgressResponse, EgressError>
+}>() {
+  /** Egress configured from `EGRESS_ALLOW_PRIVATE`; needs a `DnsResolver`. */
+  static readonly layer: Layer.Layer<Egress, ConfigError.ConfigError, DnsResolver> = Layer.scoped(
+    Egress,
+    Effect.flatMap(EgressConfig.allowPrivate, (allowPrivate) => make({ allowPrivate, extraCa: [], deadline: DEFAULT_DEADLINE }))
+  )
+
+  /** `Egress.layer` over the operating system resolver. */
+  static readonly Default: Layer.Layer<Egress, ConfigError.ConfigError> = Egress.layer.pipe(
+    Layer.provide(DnsResolver.layerSystem)
+  )
+
+  /**
+   * Egress with explicit options (tests, demo); needs a `DnsResolver`. An
+   * invalid CIDR in `allowPrivate` is a defect.
+   */
+  static readonly layerWith = (options: EgressOptions = {}): Layer.Layer<Egress, never, DnsResolver> =>
+    Layer.scoped(
+      Egress,
+      Effect.suspend(() => {
+        const parsed = AddressPolicy.parseCidrList((options.allowPrivate ?? []).join(","))
+        if (Either.isLeft(parsed)) return Effect.dieMessage(`Egress.layerWith: ${parsed.left}`)
+        const extraCa = options.extraCa === undefined ? [] : typeof options.extraCa === "string" ? [options.extraCa] : options.extraCa
+        return make({
+          allowPrivate: parsed.right,
+          extraCa,
+          deadline: Duration.decode(options.deadline ?? DEFAULT_DEADLINE)
+        })
+      })
+    )
+}
+
+const closeAgent = (agent: Agent) =>
+  Effect.tryPromise(() => agent.close()).pipe(
+    Effect.timeout("1 second"),
+    Effect.catchAll(() => Effect.tryPromise(() => agent.destroy())),
+    Effect.ignore
+  )
+
+const make = Effect.fnUntraced(function*(settings: Settings) {
+  const resolver = yield* DnsResolver
+  const clock = yield* Effect.clock
+  const runtime = yield* Effect.runtime<never>()
+  const policy = AddressPolicy.make(settings.allowPrivate)
+  const timeoutMs = Duration.toMillis(settings.deadline)
+  if (settings.allowPrivate.length > 0) {
+    yield* Effect.logWarning(
+      `Egress may reach private addresses in ${settings.allowPrivate.map((cidr) => cidr.text).join(", ")} ` +
+        "(EGRESS_ALLOW_PRIVATE); this is for development and tests only and must never be set in production."
+    )
+  }
+  const deadlines = yield* makeDeadlines(timeoutMs)
+  const agent = yield* Effect.acquireRelease(
+    Effect.sync(() =>
+      new Agent({
+        connect: makePinnedConnector({
+          resolver,
+          policy,
+          runtime,
+          ca: settings.extraCa.length === 0 ? undefined : [...tls.getCACertificates("default"), ...settings.extraCa],
+          connectTimeoutMs: timeoutMs
+        }),
+        // Our deadline governs; undici's own timers are only a backstop behind it.
+        headersTimeout: timeoutMs + 1000,
+        bodyTimeout: timeoutMs + 1000,
+        maxResponseSize: MAX_BODY_BYTES
+      })
+    ),
+    closeAgent
+  )
+
+  // A refusal is a security event worth a warning; other failures are the caller's to log.
+  const warnRefusal = (request: EgressRequest) => (error: EgressError) =>
+    error._tag === "EgressRefused"
+      ? Effect.logWarning(error.message).pipe(
+        Effect.annotateLogs({ purpose: request.options?.purpose ?? "unspecified", reason: error.reason })
+      )
+      : Effect.void
+
+  // Deliberately lean (no span or log per exchange): on loopback a span alone costs about a
+  // quarter of the exchange, and the caller's span (the bridge operation) already covers it.
+  const send = (request: EgressRequest): Effect.Effect<EgressResponse, EgressError> => {
+    const prepared = prepareRequest(policy, request)
+    if (Either.isLeft(prepared)) return Effect.tapError(Effect.fail(prepared.left), warnRefusal(request))
+    const started = clock.unsafeCurrentTimeNanos()
+    return exchange(agent, prepared.right, deadlines, timeoutMs).pipe(
+      Effect.map((response): EgressResponse => ({
+        ...response,
+        durationMs: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
+      })),
+      Effect.tapError(warnRefusal(request))
+    )
+  }
+
+  return Egress.of({ send })
+})

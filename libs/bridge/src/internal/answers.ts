@@ -1,0 +1,137 @@
+/**
+ * What an HTTP answer means before its body is read (contract "Errors"):
+ * 2xx is a receipt candidate, 409 Conflict, 401 Auth, 429 and 5xx Transient,
+ * redirects and other statuses Permanent. Also the body checks every
+ * transport shares: no content encoding, JSON that parses.
+ */
+import { Effect, Either, Option } from "effect"
+import type { Operations } from "@crm-relay/contract"
+import type { BridgeError } from "../BridgeError.js"
+import { Auth, Conflict, Permanent, transient } from "../BridgeError.js"
+import { parseRetryAfter } from "./retryAfter.js"
+
+/** The parts of an answer these checks read; header names are lower-case. */
+export interface Answer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+  readonly body: Uint8Array
+}
+
+/** A header's value; repeated headers are joined with ", " as HTTP allows. */
+export const header = (answer: Pick<Answer, "headers">, name: string): string | undefined => {
+  const value = answer.headers[name]
+  return value === undefined ? undefined : typeof value === "string" ? value : value.join(", ")
+}
+
+const noFailure: Effect.Effect<Option.Option<BridgeError>> = Effect.succeed(Option.none())
+
+/**
+ * The failure a non-2xx status stands for, or none for 2xx. `peer` names who
+ * answered ("the bridge", "the token endpoint") in the message.
+ */
+export const statusFailure = (
+  operation: Operations.OperationName,
+  answer: Pick<Answer, "status" | "headers">,
+  peer: string
+): Effect.Effect<Option.Option<BridgeError>> =>
+  answer.status >= 200 && answer.status <= 299 ? noFailure : Effect.clockWith((clock) =>
+    Effect.sync(() => {
+      const status = answer.status
+      if (status >= 200 && status <= 299) return Option.none()
+      if (status === 409) {
+        return Option.some(
+          new Conflict({ operation, status, message: `${capitalize(peer)} answered 409: the slot is taken or the write conflicts.` })
+        )
+      }
+      if (status === 401) {
+        return Option.some(new Auth({ operation, status, message: `${capitalize(peer)} refused the credential (401).` }))
+      }
+      if (status === 429 || (status >= 500 && status <= 599)) {
+        return Option.some(transient({
+          operation,
+          status,
+          message: `${capitalize(peer)} answered ${status}; the exchange may be retried later.`,
+          retryAfter: Option.getOrUndefined(
+            parseRetryAfter(header(answer, "retry-after"), clock.unsafeCurrentTimeMillis())
+          )
+        }))
+      }
+      if (status >= 300 && status <= 399) {
+        return Option.some(
+          new Permanent({ operation, status, kind: "redirect", message: `${capitalize(peer)} answered a ${status} redirect, which is not followed.` })
+        )
+      }
+      return Option.some(
+        new Permanent({ operation, status, kind: "rejected", message: `${capitalize(peer)} rejected the request with ${status}.` })
+      )
+    })
+  )
+
+const capitalize = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)
+
+/** Refuses a compressed answer: only uncompressed bodies are accepted (Transport rules). */
+export const checkIdentityEncoding = (
+  operation: Operations.OperationName,
+  answer: Pick<Answer, "status" | "headers">,
+  peer: string
+): Either.Either<void, Permanent> => {
+  const encoding = header(answer, "content-encoding")?.trim().toLowerCase()
+  return encoding === undefined || encoding === "" || encoding === "identity"
+    ? Either.void
+    : Either.left(
+      new Permanent({
+        operation,
+        status: answer.status,
+        kind: "encoding",
+        message: `${capitalize(peer)} sent a compressed answer, but only uncompressed answers are accepted.`
+      })
+    )
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false })
+
+/** The body as UTF-8 text; invalid UTF-8 is malformed. */
+export const bodyText = (
+  operation: Operations.OperationName,
+  answer: Pick<Answer, "status" | "body">,
+  peer: string
+): Either.Either<string, Permanent> =>
+  Either.try({
+    try: () => utf8.decode(answer.body),
+    catch: () =>
+      new Permanent({
+        operation,
+        status: answer.status,
+        kind: "malformed_json",
+        message: `${capitalize(peer)}'s answer is not valid UTF-8 text.`
+      })
+  })
+
+/** Parses JSON text; an empty body or anything that is not JSON is malformed, never success. */
+export const parseJson = (
+  operation: Operations.OperationName,
+  status: number,
+  text: string,
+  peer: string
+): Either.Either<unknown, Permanent> =>
+  text.trim() === ""
+    ? Either.left(
+      new Permanent({ operation, status, kind: "malformed_json", message: `${capitalize(peer)} answered ${status} with an empty body, which is not a receipt.` })
+    )
+    : Either.try({
+      try: (): unknown => JSON.parse(text),
+      catch: () =>
+        new Permanent({ operation, status, kind: "malformed_json", message: `${capitalize(peer)}'s answer is not valid JSON.` })
+    })
+
+/** Status, encoding and JSON checks in order: the parsed JSON of a 2xx answer. */
+export const jsonAnswer = (
+  operation: Operations.OperationName,
+  answer: Answer,
+  peer: string
+): Effect.Effect<unknown, BridgeError> =>
+  Effect.flatMap(statusFailure(operation, answer, peer), (failure) =>
+    Option.isSome(failure)
+      ? Effect.fail(failure.value)
+      : Either.flatMap(checkIdentityEncoding(operation, answer, peer), () =>
+        Either.flatMap(bodyText(operation, answer, peer), (text) => parseJson(operation, answer.status, text, peer))))

@@ -1,0 +1,130 @@
+/**
+ * One HTTP exchange over the egress Agent: send, refuse encoded responses,
+ * and collect the body under the 1 MiB cap as it arrives, all under one
+ * deadline. Any end other than a fully read response aborts the request,
+ * which drops its connection instead of returning it to the pool.
+ *
+ * Written on undici's `dispatch` handler API inside a single `Effect.async`:
+ * no promise, no body stream and one async boundary per exchange keep egress
+ * close to the cost of a raw undici request.
+ */
+import { Effect } from "effect"
+import type { IncomingHttpHeaders } from "node:http"
+import type { Agent, Dispatcher } from "undici"
+import { classifyFailure } from "./classifyFailure.js"
+import type { Deadlines } from "./Deadlines.js"
+import {
+  EgressEncodingRefused,
+  type EgressError,
+  EgressNetworkError,
+  EgressResponseTooLarge,
+  EgressTimeout,
+  MAX_BODY_BYTES
+} from "./EgressError.js"
+import type { PreparedRequest } from "./prepareRequest.js"
+
+/** A response read in full. */
+export interface RawResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Uint8Array
+}
+
+const flattenHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
+  const out: Record<string, string> = {}
+  for (const name in headers) {
+    const value = headers[name]
+    if (value !== undefined) out[name.toLowerCase()] = Array.isArray(value) ? value.join(", ") : value
+  }
+  return out
+}
+
+// The header is remote text: keep it short and printable before it reaches logs.
+const printable = (text: string) => text.replace(/[^\x20-\x7e]/g, "?").slice(0, 40)
+
+// Checks made on the headers alone, before any of the body is read.
+const refuseHeaders = (host: string, headers: Record<string, string>): EgressError | undefined => {
+  const encoding = headers["content-encoding"]
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== "identity") {
+    return new EgressEncodingRefused({ host, contentEncoding: printable(encoding) })
+  }
+  const declared = Number(headers["content-length"])
+  if (Number.isFinite(declared) && declared > MAX_BODY_BYTES) {
+    return new EgressResponseTooLarge({ host, limitBytes: MAX_BODY_BYTES })
+  }
+  return undefined
+}
+
+/** Sends `request` and reads the whole response; no redirect is followed. */
+export const exchange = (
+  agent: Agent,
+  request: PreparedRequest,
+  deadlines: Deadlines,
+  timeoutMs: number
+): Effect.Effect<RawResponse, EgressError> =>
+  Effect.async<RawResponse, EgressError>((resume) => {
+    const { host } = request
+    let settled = false
+    let controller: Dispatcher.DispatchController | undefined
+    let status = 0
+    let headers: Record<string, string> = {}
+    const chunks: Array<Buffer> = []
+    let size = 0
+
+    // Settles once. A failure aborts the request: undici then destroys the socket.
+    const fail = (error: EgressError) => {
+      if (settled) return
+      settled = true
+      disarm()
+      controller?.abort(error)
+      resume(Effect.fail(error))
+    }
+    const disarm = deadlines.arm(() => fail(new EgressTimeout({ host, timeoutMs })))
+
+    agent.dispatch(
+      {
+        origin: request.origin,
+        path: request.path,
+        method: request.method,
+        headers: request.headers,
+        body: request.body ?? null
+      },
+      {
+        onRequestStart: (started) => {
+          controller = started
+          // Timed out or interrupted while still waiting for a connection.
+          if (settled) started.abort(new EgressNetworkError({ host, kind: "connect", reason: "the exchange was abandoned" }))
+        },
+        onResponseStart: (_, statusCode, responseHeaders) => {
+          // 1xx informational answers are not the response.
+          if (statusCode < 200 || settled) return
+          status = statusCode
+          headers = flattenHeaders(responseHeaders)
+          const refusal = refuseHeaders(host, headers)
+          if (refusal !== undefined) fail(refusal)
+        },
+        onResponseData: (_, chunk) => {
+          if (settled) return
+          size += chunk.byteLength
+          if (size > MAX_BODY_BYTES) return fail(new EgressResponseTooLarge({ host, limitBytes: MAX_BODY_BYTES }))
+          chunks.push(chunk)
+        },
+        onResponseEnd: () => {
+          if (settled) return
+          settled = true
+          disarm()
+          const body = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
+          resume(Effect.succeed({ status, headers, body }))
+        },
+        onResponseError: (_, error) => fail(classifyFailure(host, timeoutMs, error))
+      }
+    )
+
+    // Interrupted by the caller: stop waiting and drop the connection.
+    return Effect.sync(() => {
+      if (settled) return
+      settled = true
+      disarm()
+      controller?.abort(new EgressNetworkError({ host, kind: "connect", reason: "the exchange was interrupted" }))
+    })
+  })

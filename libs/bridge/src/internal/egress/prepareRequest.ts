@@ -1,0 +1,143 @@
+/**
+ * Checks an outbound request before anything is sent: the URL's scheme,
+ * userinfo, query and fragment, a literal-IP host, the headers egress owns,
+ * and the body size. Pure: either a request ready for undici or a refusal.
+ */
+import { Either, Redacted } from "effect"
+import { isIP } from "node:net"
+import type * as AddressPolicy from "../../AddressPolicy.js"
+import { addressRefusal } from "./addressRefusal.js"
+import { EgressRefused, MAX_BODY_BYTES } from "./EgressError.js"
+
+/** HTTP methods egress sends. */
+export type EgressMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+
+/** Per-call rules. */
+export interface EgressRequestOptions {
+  /**
+   * Allow a query string in the URL (webhook receivers may carry one).
+   * Default `false`: bridge and token URLs with a query string or fragment are
+   * refused. A fragment is never sent either way.
+   */
+  readonly allowQuery?: boolean
+  /** What the call is for, for logs: "bridge", "oauth_token", "webhook". */
+  readonly purpose?: string
+}
+
+/** One outbound HTTPS request. */
+export interface EgressRequest {
+  readonly method: EgressMethod
+  readonly url: string
+  /**
+   * Request headers. Secret values may be `Redacted`; they are revealed only
+   * when handed to the socket. Egress owns Host, Accept-Encoding,
+   * Content-Length, Transfer-Encoding and the hop-by-hop headers.
+   */
+  readonly headers?: Readonly<Record<string, string | Redacted.Redacted<string>>> | undefined
+  readonly body?: Uint8Array | string | undefined
+  readonly options?: EgressRequestOptions | undefined
+}
+
+/** A checked request, ready for undici. */
+export interface PreparedRequest {
+  /** The URL's host name, as logs and errors show it. */
+  readonly host: string
+  readonly origin: string
+  readonly path: string
+  readonly method: EgressMethod
+  readonly headers: Record<string, string>
+  readonly body: Uint8Array | string | undefined
+  readonly purpose: string
+}
+
+// Headers whose value egress decides (or that would let a caller steer the
+// connection: Host picks the TLS server name in undici).
+const OWNED_HEADERS = new Set([
+  "host",
+  "accept-encoding",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "upgrade",
+  "expect"
+])
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/
+// Visible ASCII, obs-text, space and tab; no CR, LF or NUL.
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/
+
+const bodyBytes = (body: Uint8Array | string | undefined): number =>
+  body === undefined ? 0 : typeof body === "string" ? Buffer.byteLength(body, "utf8") : body.byteLength
+
+const prepareHeaders = (
+  host: string,
+  headers: EgressRequest["headers"]
+): Either.Either<Record<string, string>, EgressRefused> => {
+  const out: Record<string, string> = {}
+  for (const [name, raw] of Object.entries(headers ?? {})) {
+    const lower = name.toLowerCase()
+    if (!TOKEN.test(name)) {
+      return Either.left(new EgressRefused({ reason: "invalid_request", host, detail: "a header name is not a valid token" }))
+    }
+    if (OWNED_HEADERS.has(lower)) {
+      return Either.left(new EgressRefused({ reason: "invalid_request", host, detail: `the ${lower} header is set by egress, not by the caller` }))
+    }
+    const value = Redacted.isRedacted(raw) ? Redacted.value(raw) : raw
+    if (!FIELD_VALUE.test(value)) {
+      return Either.left(new EgressRefused({ reason: "invalid_request", host, detail: `the ${lower} header value contains control characters` }))
+    }
+    out[lower] = value
+  }
+  out["accept-encoding"] = "identity"
+  return Either.right(out)
+}
+
+/** Checks `request` against the URL rules, the address policy (literal hosts) and the body limit. */
+export const prepareRequest = (
+  policy: AddressPolicy.AddressPolicy,
+  request: EgressRequest
+): Either.Either<PreparedRequest, EgressRefused> => {
+  const url = URL.parse(request.url)
+  if (url === null) return Either.left(new EgressRefused({ reason: "invalid_url", host: "" }))
+  const host = url.hostname
+  if (url.protocol !== "https:") {
+    return Either.left(new EgressRefused({ reason: "not_https", host, detail: url.protocol.replace(/:$/, "://") }))
+  }
+  if (url.username !== "" || url.password !== "") {
+    return Either.left(new EgressRefused({ reason: "url_credentials", host }))
+  }
+  // The serialized URL keeps an empty "?" or "#", so test the text, not search/hash.
+  const hashAt = url.href.indexOf("#")
+  const hasFragment = hashAt !== -1
+  const hasQuery = (hasFragment ? url.href.slice(0, hashAt) : url.href).includes("?")
+  const allowQuery = request.options?.allowQuery ?? false
+  if (!allowQuery && (hasQuery || hasFragment)) {
+    const detail = hasQuery && hasFragment ? "query string and fragment" : hasQuery ? "query string" : "fragment"
+    return Either.left(new EgressRefused({ reason: "query_or_fragment", host, detail }))
+  }
+  // Literal-IP hosts never reach the DNS lookup, so judge them here (and again at connect).
+  const bare = host.startsWith("[") ? host.slice(1, -1) : host
+  if (isIP(bare) !== 0) {
+    const refusal = addressRefusal(policy, host, bare)
+    if (refusal !== undefined) return Either.left(refusal)
+  }
+  const size = bodyBytes(request.body)
+  if (size > MAX_BODY_BYTES) {
+    return Either.left(new EgressRefused({ reason: "request_too_large", host, detail: `${size} bytes` }))
+  }
+  return Either.map(prepareHeaders(host, request.headers), (headers) => ({
+    host,
+    origin: url.origin,
+    // The fragment is never sent.
+    path: `${url.pathname}${allowQuery ? url.search : ""}`,
+    method: request.method,
+    headers,
+    body: request.body,
+    purpose: request.options?.purpose ?? "unspecified"
+  }))
+}

@@ -1,0 +1,2 @@
+/** @crm-relay/testing — test support shared by every project. */
+export * as Certificate from "./Certificate.js"
