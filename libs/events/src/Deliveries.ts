@@ -1,0 +1,191 @@
+/**
+ * Webhook deliveries as a job queue and as the operator sees them.
+ *
+ * The `deliveries` table (migration 0001; rows written by `Fanout`) is a
+ * `JobQueue` table: `pending` → `delivered`, or `failed` (refused target,
+ * removed subscription, or the retry schedule ended). `attempts` counts the
+ * attempts of the current run; a replay queues the same row (same id, so
+ * the same `webhook-id`) again with a fresh count. Every attempt is a row of
+ * `delivery_attempts` (migration 0004), written in the same statement that
+ * stores the attempt's outcome.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
+import { JobQueue } from "@crm-relay/store"
+import { isUuid } from "@crm-relay/store/Ids"
+import { Data, Effect, Option, Schema } from "effect"
+import { DELIVERIES_CHANNEL } from "./Fanout.js"
+
+/** A delivery's state. */
+export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed").annotations({ identifier: "DeliveryStatus" })
+export type DeliveryStatus = typeof DeliveryStatus.Type
+
+/** What the worker reads with each claimed delivery. */
+export const DeliveryJob = Schema.Struct({
+  account_id: Schema.String,
+  target_url: Schema.String,
+  /** The stored payload as JSON text: exactly the bytes sent and signed. */
+  body: Schema.String,
+  /** True when the subscription was removed since the fan-out (null: none recorded). */
+  subscription_removed: Schema.NullOr(Schema.Boolean)
+})
+export type DeliveryJob = typeof DeliveryJob.Type
+
+/** The deliveries table as a job queue (woken on Fanout's channel). */
+export const table = JobQueue.table({
+  table: "deliveries",
+  completedStatus: "delivered",
+  channel: DELIVERIES_CHANNEL,
+  row: DeliveryJob,
+  select: `account_id, target_url, payload::text AS body,
+    (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed`
+})
+
+/** What became of one attempt. */
+export const AttemptResult = Schema.Literal("delivered", "retry", "failed")
+export type AttemptResult = typeof AttemptResult.Type
+
+/** One logged attempt. */
+export const Attempt = Schema.Struct({
+  attempt: Schema.Int,
+  started_at: Schema.DateFromSelf,
+  status_code: Schema.NullOr(Schema.Int),
+  duration_ms: Schema.Int,
+  error_class: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  result: AttemptResult
+})
+export type Attempt = typeof Attempt.Type
+
+/** A delivery for the operator. */
+export const Delivery = Schema.Struct({
+  id: Schema.String,
+  event: Schema.String,
+  call_id: Schema.String,
+  subscription_id: Schema.NullOr(Schema.String),
+  target_url: Schema.String,
+  status: DeliveryStatus,
+  attempts: Schema.Int,
+  last_error: Schema.NullOr(Schema.String),
+  next_attempt_at: Schema.DateFromSelf,
+  created_at: Schema.DateFromSelf,
+  delivered_at: Schema.NullOr(Schema.DateFromSelf),
+  last_attempt_at: Schema.NullOr(Schema.DateFromSelf),
+  last_status_code: Schema.NullOr(Schema.Int),
+  last_error_class: Schema.NullOr(Schema.String)
+})
+export type Delivery = typeof Delivery.Type
+
+/** A page of an account's deliveries, latest first. */
+export interface DeliveryPage {
+  readonly deliveries: ReadonlyArray<Delivery>
+  /** Pass as `cursor` for the next (older) page; none on the last page. */
+  readonly nextCursor: Option.Option<string>
+}
+
+/** The cursor is not a delivery of the account. */
+export class UnknownCursor extends Data.TaggedError("UnknownCursor")<{ readonly cursor: string }> {}
+
+/** Default and largest page sizes of the listing. */
+export const DEFAULT_PAGE = 50
+export const MAX_PAGE = 200
+
+/** Longest error text kept in an attempt row. */
+export const MAX_ATTEMPT_ERROR = 500
+
+/** The row of one attempt, to insert in the transaction that stores its outcome. */
+export interface AttemptRecord extends Attempt {
+  readonly delivery_id: string
+}
+
+/**
+ * The statement logging `record` (an INSERT, so it can run alongside the
+ * delivery's state change in one statement: see JobQueue's FinishExtras).
+ */
+export const attemptStatement = (sql: SqlClient.SqlClient, record: AttemptRecord): Statement.Statement<never> => {
+  const error = record.error === null ? null : record.error.slice(0, MAX_ATTEMPT_ERROR)
+  return sql<never>`INSERT INTO delivery_attempts
+    (delivery_id, attempt, started_at, status_code, duration_ms, error_class, error, result)
+    VALUES (${record.delivery_id}, ${record.attempt}, ${record.started_at}, ${record.status_code},
+      ${record.duration_ms}, ${record.error_class}, ${error}, ${record.result})`
+}
+
+/** Logs `record` on its own (tests, tools); the worker logs attempts with `attemptStatement`. */
+export const recordAttempt = (record: AttemptRecord): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => attemptStatement(sql, record)).pipe(Effect.asVoid)
+
+
+/** Lists, inspects and replays deliveries. */
+export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/Deliveries", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const queue = yield* JobQueue.controls(table)
+    const decodeDeliveries = Schema.decodeUnknown(Schema.Array(Delivery))
+    const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
+
+    const columns = sql`d.id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error,
+      d.next_attempt_at, d.created_at, d.delivered_at,
+      a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class`
+    const lastAttempt = sql`LEFT JOIN LATERAL (
+        SELECT started_at, status_code, error_class FROM delivery_attempts
+        WHERE delivery_id = d.id ORDER BY id DESC LIMIT 1
+      ) AS a ON true`
+
+    return {
+      /**
+       * A page of the account's deliveries, latest first: `limit` (clamped to
+       * 1..MAX_PAGE) after the delivery `cursor` when given.
+       */
+      list: Effect.fn("Deliveries.list")(function*(
+        accountId: string,
+        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
+      ) {
+        const limit = Math.min(MAX_PAGE, Math.max(1, Math.trunc(options.limit ?? DEFAULT_PAGE)))
+        if (!isUuid(accountId)) return { deliveries: [], nextCursor: Option.none() } satisfies DeliveryPage
+        const cursor = options.cursor
+        if (cursor !== undefined) {
+          const known = isUuid(cursor)
+            ? yield* sql`SELECT 1 FROM deliveries WHERE id = ${cursor} AND account_id = ${accountId}`.pipe(Effect.orDie)
+            : []
+          if (known.length === 0) return yield* new UnknownCursor({ cursor })
+        }
+        const after = cursor === undefined
+          ? sql``
+          : sql`AND (d.created_at, d.id) < (SELECT c.created_at, c.id FROM deliveries AS c WHERE c.id = ${cursor})`
+        const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
+          WHERE d.account_id = ${accountId} ${after}
+          ORDER BY d.created_at DESC, d.id DESC
+          LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
+        const page = rows.slice(0, limit)
+        return {
+          deliveries: page,
+          nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none()
+        } satisfies DeliveryPage
+      }),
+
+      /** One delivery with every attempt (oldest first). */
+      find: Effect.fn("Deliveries.find")(function*(id: string) {
+        if (!isUuid(id)) return Option.none()
+        const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt} WHERE d.id = ${id}`.pipe(
+          Effect.flatMap(decodeDeliveries),
+          Effect.orDie
+        )
+        const delivery = rows[0]
+        if (delivery === undefined) return Option.none()
+        const attempts = yield* sql`SELECT attempt, started_at, status_code, duration_ms, error_class, error, result
+          FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY id`.pipe(Effect.flatMap(decodeAttempts), Effect.orDie)
+        return Option.some({ delivery, attempts })
+      }),
+
+      /**
+       * Queues a delivered or failed delivery again (same id, so the same
+       * `webhook-id`), due now with a fresh attempt count.
+       */
+      replay: Effect.fn("Deliveries.replay")(function*(id: string) {
+        if (!isUuid(id)) return "not_found" as const
+        return yield* queue.replay(id)
+      })
+    }
+  })
+}) {}

@@ -1,0 +1,201 @@
+/**
+ * Every error of our HTTP APIs is the Error object `{"error": "One
+ * sentence."}` (plus `retryAfterSeconds` on 429) — never a stack trace and
+ * never a library's own format. This middleware sits inside
+ * `HttpApiBuilder` (before it would encode errors itself) and turns every
+ * failure and defect into that object: the contract's errors by their wire
+ * schemas, request-decoding failures as 400, unknown routes and methods as
+ * 404, every other error the served API declares by its own schema and
+ * status annotation (e.g. a 409 built with `Events.errorObject`), an
+ * unreachable database as 502. It also caps request bodies.
+ */
+import { HttpApi, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import { Events } from "@crm-relay/contract"
+import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST } from "effect"
+
+/** Request bodies above this are refused with 400. */
+export const MAX_BODY_BYTES = 64 * 1024
+
+/** Sentences for the cases whose wording depends on the API. */
+export interface Messages {
+  /** An unknown path or method. */
+  readonly notFound: string
+}
+
+const encodeBadRequest = Schema.encodeSync(Events.BadRequest.wire)
+const encodeUnauthorized = Schema.encodeSync(Events.Unauthorized.wire)
+const encodeNotFound = Schema.encodeSync(Events.NotFound.wire)
+const encodeRateLimited = Schema.encodeSync(Events.RateLimited.wire)
+const encodeUnavailable = Schema.encodeSync(Events.Unavailable.wire)
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson(body, { status, headers })
+
+/** The 400 answer. */
+export const badRequest = (error: string) => json(400, encodeBadRequest(new Events.BadRequest({ error })))
+
+const tooLarge = badRequest(`The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`)
+
+/** The media type of a request, lower-cased, without parameters ("" when absent). */
+export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
+  (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+
+/** Whether the request declares a JSON body. */
+export const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => mediaType(request) === "application/json"
+
+const CONTENT_TYPE = "Content-Type must be application/json."
+
+interface DecodeIssue {
+  readonly _tag: string
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+/** One sentence from the first issue of a decoding failure (of a body, or of a query when `inQuery`). */
+const decodeMessage = (issues: ReadonlyArray<DecodeIssue>, inQuery: boolean): string => {
+  const issue = issues[0]
+  if (issue === undefined) return "The request could not be accepted."
+  const field = issue.path.map(String).join(".")
+  if (field === "") return "The request body must be a JSON object."
+  if (issue._tag === "Missing") return `${field} is required.`
+  // A union of literals fails once per member: name them all.
+  const literals = issues
+    .filter((other) => other.path.map(String).join(".") === field)
+    .map((other) => /^Expected "([^"]*)", actual/.exec(other.message)?.[1])
+  if (literals.length > 1 && literals.every((l) => l !== undefined)) return `${field} must be one of: ${literals.join(", ")}.`
+  const expected = /^Expected (\w+), actual (.)/.exec(issue.message)
+  // A query parameter given several times arrives as an array.
+  if (expected !== null && inQuery && expected[2] === "[") return `${field} must be given once.`
+  if (expected !== null) return `${field} must be a ${expected[1]}.`
+  const sentence = issue.message.split("\n")[0]!.trim()
+  // Custom messages (e.g. the contract's limit) already name the field.
+  const text = sentence.startsWith(field) ? sentence : `${field} is invalid: ${sentence}`
+  return text.endsWith(".") ? text : `${text}.`
+}
+
+const isTag = (tag: string) => (u: unknown): boolean => Predicate.isTagged(u, tag)
+
+/** An error schema the served API declares, with its status annotation. */
+interface DeclaredError {
+  readonly is: (u: unknown) => boolean
+  readonly status: number
+  readonly encode: (error: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+}
+
+// Built once per API, on its first error: every JSON error schema of the API, its groups and endpoints.
+const declaredByApi = new WeakMap<object, ReadonlyArray<DeclaredError>>()
+
+const declaredErrors = ({ api, context }: HttpApi.Api["Type"]): ReadonlyArray<DeclaredError> => {
+  const known = declaredByApi.get(api)
+  if (known !== undefined) return known
+  const schemas = new Set<Schema.Schema.Any>()
+  const add = (schema: { readonly ast: SchemaAST.AST }) => HttpApiSchema.deunionize(schemas, Schema.make(schema.ast))
+  add(api.errorSchema)
+  for (const group of Object.values(api.groups)) {
+    add(group.errorSchema)
+    for (const endpoint of Object.values(group.endpoints)) add(endpoint.errorSchema)
+  }
+  const declared = Array.from(schemas)
+    .filter((schema) => !HttpApiSchema.isVoid(schema.ast) && HttpApiSchema.getEncoding(schema.ast).kind === "Json")
+    .map((member): DeclaredError => {
+      // Error schemas need no services; the API's context is provided all the same, as HttpApiBuilder does.
+      const schema = member as Schema.Schema<unknown, unknown>
+      const encode = Schema.encodeUnknown(schema)
+      return {
+        is: Schema.is(schema),
+        status: HttpApiSchema.getStatusErrorAST(schema.ast),
+        encode: (error) => Effect.provide(encode(error), context)
+      }
+    })
+  declaredByApi.set(api, declared)
+  return declared
+}
+
+/** The answer to `error` when the API being served declares it: its schema's encoding and status. */
+const declaredAnswer = (error: unknown): Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>> =>
+  Effect.flatMap(Effect.serviceOption(HttpApi.Api), (api) => {
+    const declared = Option.isSome(api) ? declaredErrors(api.value).find((d) => d.is(error)) : undefined
+    if (declared === undefined) return Effect.succeedNone
+    return declared.encode(error).pipe(
+      Effect.map((body) => Option.some(json(declared.status, body))),
+      Effect.orElseSucceed(() => Option.none())
+    )
+  })
+
+/** The Error-object response for `cause`. */
+export const toResponse = (
+  cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  messages: Messages
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const failure = Cause.failureOption(cause)
+  const defect = Cause.dieOption(cause)
+  const error: unknown = Option.getOrElse(failure, () => Option.getOrUndefined(defect))
+
+  if (error instanceof Events.RateLimited) {
+    return Effect.succeed(
+      json(429, encodeRateLimited(error), { "retry-after": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) })
+    )
+  }
+  if (error instanceof Events.BadRequest) return Effect.succeed(json(400, encodeBadRequest(error)))
+  if (error instanceof Events.Unauthorized) {
+    return Effect.succeed(json(401, encodeUnauthorized(error), { "www-authenticate": "Bearer" }))
+  }
+  if (error instanceof Events.NotFound) return Effect.succeed(json(404, encodeNotFound(error)))
+  if (error instanceof Events.Unavailable) return Effect.succeed(json(502, encodeUnavailable(error)))
+  if (isTag("RouteNotFound")(error)) return Effect.succeed(json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound }))))
+
+  const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
+  if (isTag("HttpApiDecodeError")(error)) {
+    if (hasBody && !isJson(request)) return Effect.succeed(badRequest(CONTENT_TYPE))
+    const issues = (error as { issues: ReadonlyArray<DecodeIssue> }).issues
+    return Effect.succeed(badRequest(decodeMessage(issues, !hasBody)))
+  }
+  if (isTag("RequestError")(error)) {
+    const reason = (error as { cause?: unknown }).cause
+    if (reason instanceof Error && reason.message === "maxBytes exceeded") return Effect.succeed(tooLarge)
+    if (!isJson(request)) return Effect.succeed(badRequest(CONTENT_TYPE))
+    return Effect.succeed(badRequest("The request body is not valid JSON."))
+  }
+  return Effect.flatMap(declaredAnswer(error), Option.match({
+    onSome: Effect.succeed,
+    onNone: () => undeclared(cause, error)
+  }))
+}
+
+/** Interruptions, database failures and anything unexpected. */
+const undeclared = (cause: Cause.Cause<unknown>, error: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  if (Cause.isInterruptedOnly(cause)) {
+    return Effect.succeed(
+      json(503, encodeUnavailable(new Events.Unavailable({ error: "The request was interrupted; retry it." })))
+    )
+  }
+  if (isTag("SqlError")(error)) {
+    return Effect.as(
+      Effect.logWarning("Database unavailable", Cause.squash(cause)),
+      json(502, encodeUnavailable(new Events.Unavailable({ error: "The service could not reach its database; retry later." })))
+    )
+  }
+  return Effect.as(
+    Effect.logError("Unexpected failure", cause),
+    json(500, { error: "The service failed unexpectedly; retry later." })
+  )
+}
+
+/**
+ * Turns every failure and defect of the API into the Error object, and caps
+ * request bodies at `MAX_BODY_BYTES`. Provide it to `HttpApiBuilder.serve`.
+ */
+export const layer = (messages: Messages): Layer.Layer<never> =>
+  HttpApiBuilder.middleware((app: HttpApp.Default) => {
+    const capped = Effect.provideService(app, HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      // A declared oversize body is refused before it is read (Node discards the rest);
+      // an undeclared (chunked) one is cut off by MaxBodySize while reading.
+      const declared = Number(request.headers["content-length"] ?? "0")
+      if (declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
+      return Effect.catchAllCause(capped, (cause) => toResponse(cause, request, messages))
+    })
+  })

@@ -1,0 +1,116 @@
+/**
+ * Event fan-out: a lead or booking event becomes one delivery row per
+ * matching active subscription of the account (`Subscriptions.matching`) (`lead` → lead|all, `booking`
+ * → booking|all; duplicate subscriptions get duplicate deliveries; unknown
+ * event values match nothing — Events rules 3 and 4), inserted through the
+ * caller's `SqlClient`, so inside the caller's transaction (the one that
+ * completes a push job or accepts an outcome), and the delivery worker is
+ * notified at COMMIT.
+ *
+ * Each delivery carries its own payload (shared/DESIGN.md shapes, the
+ * contract's `LeadEvent` / `BookingEvent`) whose `id` is the delivery id —
+ * the `webhook-id` a receiver de-duplicates on — and the columns the
+ * perform-list preview reads (call id, source, contact and appointment
+ * external ids).
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Events } from "@crm-relay/contract"
+import { Notifier } from "@crm-relay/store"
+import { Clock, Effect, Option, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import { Subscriptions } from "./Subscriptions.js"
+
+/** The channel the delivery worker listens on: the JobQueue channel of the `deliveries` table. */
+export const DELIVERIES_CHANNEL = "jobs:deliveries"
+
+/** An event to announce, before it has an id and a time. */
+export interface EventInput {
+  readonly accountId: string
+  readonly callId: string
+  readonly source: string
+  readonly contact: Events.EventContact
+  readonly jobType: string
+  readonly summary: string
+  /** Present: a booking event with this appointment; absent: a lead event. */
+  readonly appointment: Option.Option<Events.EventAppointment>
+}
+
+/** The kind of event `input` is. */
+export const kindOf = (input: EventInput): Events.EventKind => (Option.isSome(input.appointment) ? "booking" : "lead")
+
+const toInstant = Schema.decodeSync(Events.LeadEvent.fields.created_at)
+const encodeLead = Schema.encodeSync(Events.LeadEvent)
+const encodeBooking = Schema.encodeSync(Events.BookingEvent)
+
+/** The delivered payload of `input` under delivery id `id`, created at `createdAt`. */
+export const payload = (input: EventInput, id: string, createdAt: Date): Events.DeliveredEvent => {
+  const common = {
+    id,
+    call_id: input.callId,
+    source: input.source,
+    contact: input.contact,
+    job_type: input.jobType,
+    summary: input.summary,
+    created_at: toInstant(createdAt.toISOString())
+  }
+  return Option.match(input.appointment, {
+    onNone: (): Events.DeliveredEvent => ({ ...common, event: "lead", booked: false }),
+    onSome: (appointment): Events.DeliveredEvent => ({
+      ...common,
+      event: "booking",
+      // Preview rule: booked = the delivery has an external appointment id.
+      booked: appointment.external_id !== "",
+      appointment
+    })
+  })
+}
+
+const encode = (event: Events.DeliveredEvent): unknown => (event.event === "lead" ? encodeLead(event) : encodeBooking(event))
+
+/** Inserts the deliveries of an event. */
+export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const notifier = yield* Notifier.Notifier
+    const subscriptions = yield* Subscriptions
+
+    return {
+      /**
+       * One delivery per matching active subscription, in the caller's
+       * transaction; answers the delivery ids (none when nothing matches).
+       */
+      enqueue: Effect.fn("Fanout.enqueue")(function*(input: EventInput) {
+        const kind = kindOf(input)
+        const matching = yield* subscriptions.matching(input.accountId, kind)
+        if (matching.length === 0) return [] as ReadonlyArray<string>
+        const createdAt = new Date(yield* Clock.currentTimeMillis)
+        const contactId = input.contact.external_id
+        const appointmentId = Option.match(input.appointment, {
+          onNone: () => null,
+          onSome: (a) => (a.external_id === "" ? null : a.external_id)
+        })
+        const rows = matching.map((subscription) => {
+          const id = randomUUID()
+          return {
+            id,
+            account_id: input.accountId,
+            subscription_id: subscription.id,
+            event: kind,
+            call_id: input.callId,
+            source: input.source,
+            contact_external_id: contactId,
+            appointment_external_id: appointmentId,
+            target_url: subscription.targetUrl,
+            payload: JSON.stringify(encode(payload(input, id, createdAt))),
+            created_at: createdAt,
+            next_attempt_at: createdAt
+          }
+        })
+        yield* sql`INSERT INTO deliveries ${sql.insert(rows)}`.pipe(Effect.orDie)
+        yield* notifier.notify(DELIVERIES_CHANNEL, kind).pipe(Effect.orDie)
+        return rows.map((r) => r.id)
+      })
+    }
+  }),
+  dependencies: [Subscriptions.Default]
+}) {}

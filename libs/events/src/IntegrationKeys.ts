@@ -1,0 +1,111 @@
+/**
+ * Integration keys: many per account; the secret is random, shown once at
+ * creation and stored only as its SHA-256.
+ *
+ * Why SHA-256 and not a password hash (scrypt, argon2): the secret is 256
+ * bits from the CSPRNG, so guessing it is infeasible however fast the hash
+ * is; slow password hashing protects low-entropy secrets and would only add
+ * tens of milliseconds of CPU to every API request. A leaked table reveals
+ * hashes, not usable keys. The lookup is by hash (unique index); the stored
+ * and computed digests are then compared in constant time.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { isUuid } from "@crm-relay/store/Ids"
+import { Data, Effect, Option, Redacted, Schema } from "effect"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { AccountId } from "./Accounts.js"
+
+/** An integration key's id (UUID): safe to show and log, unlike the key. */
+export const IntegrationKeyId = Schema.UUID.pipe(Schema.brand("IntegrationKeyId")).annotations({
+  identifier: "IntegrationKeyId"
+})
+export type IntegrationKeyId = typeof IntegrationKeyId.Type
+
+/** Every key starts with this, so leaked keys are easy to recognise (and scan for). */
+export const KEY_PREFIX = "crk_"
+
+/** The account of `create` does not exist. */
+export class AccountNotFound extends Data.TaggedError("AccountNotFound")<{ readonly accountId: string }> {}
+
+/** The key of `disable` does not exist. */
+export class KeyNotFound extends Data.TaggedError("KeyNotFound")<{ readonly keyId: string }> {}
+
+/** A new key: its id and the secret, which is never available again. */
+export interface CreatedKey {
+  readonly id: IntegrationKeyId
+  readonly key: Redacted.Redacted<string>
+}
+
+/** The key and account an authenticated request acts for. */
+export interface Authenticated {
+  readonly keyId: IntegrationKeyId
+  readonly accountId: AccountId
+}
+
+const digest = (secret: string): Buffer => createHash("sha256").update(secret, "utf8").digest()
+
+/** Keys longer than this are not ours; refusing them early bounds the work per request. */
+const MAX_KEY_LENGTH = 256
+
+/** Creates, disables and authenticates integration keys. */
+export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-relay/events/IntegrationKeys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert = SqlSchema.findOne({
+      Request: Schema.Struct({ accountId: Schema.String, hash: Schema.Uint8ArrayFromSelf }),
+      Result: Schema.Struct({ id: IntegrationKeyId }),
+      execute: ({ accountId, hash }) =>
+        sql`INSERT INTO integration_keys (account_id, secret_hash)
+            SELECT id, ${hash} FROM accounts WHERE id = ${accountId}
+            RETURNING id`
+    })
+    const disableById = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Schema.Struct({ id: IntegrationKeyId }),
+      execute: (id) =>
+        sql`UPDATE integration_keys SET disabled_at = COALESCE(disabled_at, now()) WHERE id = ${id} RETURNING id`
+    })
+    const activeByHash = SqlSchema.findOne({
+      Request: Schema.Uint8ArrayFromSelf,
+      Result: Schema.Struct({
+        id: IntegrationKeyId,
+        account_id: AccountId,
+        secret_hash: Schema.Uint8ArrayFromSelf
+      }),
+      execute: (hash) =>
+        sql`SELECT id, account_id, secret_hash FROM integration_keys
+            WHERE secret_hash = ${hash} AND disabled_at IS NULL`
+    })
+
+    return {
+      /** Creates a key for `accountId`; the returned secret is shown once and never stored. */
+      create: Effect.fn("IntegrationKeys.create")(function*(accountId: string) {
+        if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
+        const secret = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`
+        const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret) }))
+        if (Option.isNone(row)) return yield* new AccountNotFound({ accountId })
+        return { id: row.value.id, key: Redacted.make(secret) } satisfies CreatedKey
+      }),
+
+      /** Turns a key off (idempotent); the account's subscriptions stay. */
+      disable: Effect.fn("IntegrationKeys.disable")(function*(keyId: string) {
+        const row = isUuid(keyId) ? yield* Effect.orDie(disableById(keyId)) : Option.none()
+        if (Option.isNone(row)) return yield* new KeyNotFound({ keyId })
+      }),
+
+      /** The active key matching `token`, if any. */
+      authenticate: Effect.fn("IntegrationKeys.authenticate")(function*(token: Redacted.Redacted<string>) {
+        const secret = Redacted.value(token)
+        if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authenticated>()
+        const hash = digest(secret)
+        const row = yield* Effect.orDie(activeByHash(hash))
+        return Option.flatMap(row, (key) =>
+          key.secret_hash.length === hash.length && timingSafeEqual(key.secret_hash, hash)
+            ? Option.some<Authenticated>({ keyId: key.id, accountId: key.account_id })
+            : Option.none())
+      })
+    }
+  })
+}) {}

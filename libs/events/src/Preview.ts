@@ -1,0 +1,61 @@
+/**
+ * The perform-list preview: up to `limit` records of the account's latest
+ * deliveries, in any state, carrying only the contact's external id (no
+ * name, phone or email; job type and summary empty; booked = the delivery
+ * has an external appointment id), or the contract's synthetic sample when
+ * the account has no deliveries yet.
+ *
+ * One record per event: when the fan-out wrote a delivery for each of
+ * several subscriptions, the preview shows the event once (as its latest
+ * delivery id) rather than once per subscription, so a platform sampling
+ * "the last 3" sees three different calls.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Events } from "@crm-relay/contract"
+import { Effect, Schema } from "effect"
+import type { AccountId } from "./Accounts.js"
+
+const DeliveryRow = Schema.Struct({
+  id: Schema.String,
+  call_id: Schema.String,
+  source: Schema.String,
+  contact_external_id: Schema.String,
+  appointment_external_id: Schema.NullOr(Schema.String)
+})
+
+/** Reads preview records. */
+export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Preview", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const latest = SqlSchema.findAll({
+      Request: Schema.Struct({ accountId: Schema.String, limit: Schema.Int }),
+      Result: DeliveryRow,
+      execute: ({ accountId, limit }) =>
+        // One record per event: a fan-out writes its duplicates (one per subscription) with the
+        // same call, kind and creation time; the latest delivery id stands for them.
+        sql`SELECT DISTINCT ON (created_at, call_id, event)
+              id, call_id, source, contact_external_id, appointment_external_id
+            FROM deliveries WHERE account_id = ${accountId}
+            ORDER BY created_at DESC, call_id, event, id DESC
+            LIMIT ${limit}`
+    })
+
+    return {
+      /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample. */
+      list: Effect.fn("Preview.list")(function*(accountId: AccountId, limit: number) {
+        const rows = yield* Effect.orDie(latest({ accountId, limit: Events.clampLimit(Math.trunc(limit)) }))
+        if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
+        return rows.map((row): Events.PreviewRecord => ({
+          id: row.id,
+          call_id: row.call_id,
+          source: row.source,
+          contact: { external_id: row.contact_external_id },
+          job_type: "",
+          summary: "",
+          booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
+        }))
+      })
+    }
+  })
+}) {}

@@ -1,0 +1,103 @@
+/**
+ * REST-hook subscriptions: created by any active key of an account, not
+ * idempotent, `targetUrl` and `event` stored exactly as given (unknown
+ * event strings match no fan-out), removed by the owning account only.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Events } from "@crm-relay/contract"
+import { isUuid } from "@crm-relay/store/Ids"
+import { Effect, Option, Schema } from "effect"
+import type { AccountId } from "./Accounts.js"
+
+/** A subscription id (UUID), as the contract brands it. */
+export const SubscriptionId = Events.SubscriptionId
+export type SubscriptionId = Events.SubscriptionId
+
+/** An active subscription, as the fan-out reads it. */
+export const Subscription = Schema.Struct({
+  id: SubscriptionId,
+  targetUrl: Schema.String,
+  event: Schema.String
+}).annotations({ identifier: "Subscription" })
+export type Subscription = typeof Subscription.Type
+
+/** Creates, removes and lists subscriptions. */
+export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/events/Subscriptions", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const insert = SqlSchema.single({
+      Request: Schema.Struct({
+        accountId: Schema.String,
+        keyId: Schema.String,
+        targetUrl: Schema.String,
+        event: Schema.String
+      }),
+      Result: Schema.Struct({ id: SubscriptionId }),
+      execute: (r) =>
+        sql`INSERT INTO subscriptions (account_id, created_by_key_id, target_url, event)
+            VALUES (${r.accountId}, ${r.keyId}, ${r.targetUrl}, ${r.event})
+            RETURNING id`
+    })
+    const markRemoved = SqlSchema.findOne({
+      Request: Schema.Struct({ accountId: Schema.String, id: Schema.String }),
+      Result: Schema.Struct({ id: SubscriptionId }),
+      execute: ({ accountId, id }) =>
+        sql`UPDATE subscriptions SET removed_at = now()
+            WHERE id = ${id} AND account_id = ${accountId} AND removed_at IS NULL
+            RETURNING id`
+    })
+    const activeFor = SqlSchema.findAll({
+      Request: Schema.Struct({ accountId: Schema.String, events: Schema.Array(Schema.String) }),
+      Result: Subscription,
+      execute: ({ accountId, events }) =>
+        sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
+            WHERE account_id = ${accountId} AND removed_at IS NULL AND event IN ${sql.in(events)}
+            ORDER BY created_at, id`
+    })
+    const allActive = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: Subscription,
+      execute: (accountId) =>
+        sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
+            WHERE account_id = ${accountId} AND removed_at IS NULL
+            ORDER BY created_at, id`
+    })
+
+    return {
+      /** Stores a new subscription and returns its id (a repeat creates another). */
+      create: Effect.fn("Subscriptions.create")(function*(input: {
+        readonly accountId: AccountId
+        readonly keyId: string
+        readonly targetUrl: string
+        readonly event: string
+      }) {
+        const row = yield* Effect.orDie(insert(input))
+        return row.id
+      }),
+
+      /**
+       * Removes the subscription `id` of `accountId`; false when it is
+       * unknown, already removed, or another account's.
+       */
+      remove: Effect.fn("Subscriptions.remove")(function*(accountId: AccountId, id: string) {
+        if (!isUuid(id)) return false
+        return Option.isSome(yield* Effect.orDie(markRemoved({ accountId, id })))
+      }),
+
+      /**
+       * The account's active subscriptions that receive an event of `kind`
+       * (`kind` or `all`), oldest first: the fan-out's targets, in its transaction.
+       */
+      matching: Effect.fn("Subscriptions.matching")(function*(accountId: string, kind: Events.EventKind) {
+        return yield* Effect.orDie(activeFor({ accountId, events: Events.subscribedEventsFor(kind) }))
+      }),
+
+      /** The account's active subscriptions, oldest first. */
+      list: Effect.fn("Subscriptions.list")(function*(accountId: AccountId) {
+        return yield* Effect.orDie(allActive(accountId))
+      })
+    }
+  })
+}) {}

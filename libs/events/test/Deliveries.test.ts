@@ -1,0 +1,81 @@
+/**
+ * The operator's view of deliveries: an account's deliveries latest first,
+ * paginated by cursor, with status, attempts, last error, next attempt and
+ * the latest attempt; one delivery with all its attempts.
+ */
+import { expect, layer } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Duration, Effect, Option, TestClock } from "effect"
+import { Deliveries, recordAttempt } from "../src/Deliveries.js"
+import * as Harness from "./support/DeliveryHarness.js"
+
+layer(Harness.layer)("Deliveries", (it) => {
+  it.effect("Listing: latest first, paginated with limit and cursor, another account's deliveries never shown", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.UTC(2031, 0, 1))
+      const account = yield* Harness.account()
+      const other = yield* Harness.account("Other")
+      yield* account.subscribe("https://hooks.example.com/a")
+      yield* other.subscribe("https://hooks.example.com/b")
+      const ids: Array<string> = []
+      for (let i = 0; i < 5; i++) {
+        yield* TestClock.adjust(Duration.seconds(1))
+        ids.push(...(yield* Harness.lead(account.id, `call-list-${i}`)))
+        yield* Harness.lead(other.id)
+      }
+      const deliveries = yield* Deliveries
+      const first = yield* deliveries.list(account.id, { limit: 2 })
+      expect(first.deliveries.map((d) => d.id)).toEqual([ids[4], ids[3]])
+      expect(first.nextCursor).toEqual(Option.some(ids[3]))
+      const second = yield* deliveries.list(account.id, { limit: 2, cursor: ids[3]! })
+      expect(second.deliveries.map((d) => d.id)).toEqual([ids[2], ids[1]])
+      const last = yield* deliveries.list(account.id, { limit: 2, cursor: ids[1]! })
+      expect(last.deliveries.map((d) => d.id)).toEqual([ids[0]])
+      expect(last.nextCursor).toEqual(Option.none())
+      const all = yield* deliveries.list(account.id)
+      expect(all.deliveries).toHaveLength(5)
+      expect(all.deliveries[0]).toMatchObject({
+        id: ids[4],
+        event: "lead",
+        call_id: "call-list-4",
+        target_url: "https://hooks.example.com/a",
+        status: "pending",
+        attempts: 0,
+        last_error: null,
+        delivered_at: null,
+        last_attempt_at: null,
+        last_status_code: null,
+        last_error_class: null
+      })
+      expect(all.deliveries[0]!.next_attempt_at.getTime()).toBe(yield* Clock.currentTimeMillis)
+      // A cursor of another account (or not a delivery at all) is refused.
+      const otherId = (yield* deliveries.list(other.id, { limit: 1 })).deliveries[0]!.id
+      expect((yield* Effect.flip(deliveries.list(account.id, { cursor: otherId })))._tag).toBe("UnknownCursor")
+      expect((yield* Effect.flip(deliveries.list(account.id, { cursor: "nope" })))._tag).toBe("UnknownCursor")
+      // Unknown accounts have no deliveries; limits are clamped.
+      expect((yield* deliveries.list("not-a-uuid")).deliveries).toEqual([])
+      expect((yield* deliveries.list(account.id, { limit: 0 })).deliveries).toHaveLength(1)
+    }))
+
+  it.effect("Attempts: every attempt is kept; the listing shows the latest; find shows them all, oldest first", () =>
+    Effect.gen(function*() {
+      const account = yield* Harness.account()
+      yield* account.subscribe("https://hooks.example.com/x")
+      const [id] = yield* Harness.lead(account.id)
+      const sql = yield* SqlClient.SqlClient
+      const at = (s: number) => new Date(Date.UTC(2031, 1, 1, 0, 0, s))
+      yield* recordAttempt({ delivery_id: id!, attempt: 1, started_at: at(1), status_code: 503, duration_ms: 12, error_class: "server_error", error: "The receiver answered 503.", result: "retry" })
+      yield* recordAttempt({ delivery_id: id!, attempt: 2, started_at: at(9), status_code: 200, duration_ms: 7, error_class: null, error: null, result: "delivered" })
+      yield* sql`UPDATE deliveries SET status = 'delivered', attempts = 2, delivered_at = ${at(9)} WHERE id = ${id!}`
+      const deliveries = yield* Deliveries
+      const [listed] = (yield* deliveries.list(account.id)).deliveries
+      expect(listed).toMatchObject({ status: "delivered", attempts: 2, last_status_code: 200, last_error_class: null, delivered_at: at(9), last_attempt_at: at(9) })
+      const found = Option.getOrThrow(yield* deliveries.find(id!))
+      expect(found.attempts.map((a) => [a.attempt, a.status_code, a.duration_ms, a.error_class, a.result])).toEqual([
+        [1, 503, 12, "server_error", "retry"],
+        [2, 200, 7, null, "delivered"]
+      ])
+      expect(yield* deliveries.find("00000000-0000-4000-8000-000000000000")).toEqual(Option.none())
+      expect(yield* deliveries.find("nope")).toEqual(Option.none())
+    }).pipe(Effect.orDie))
+})

@@ -1,0 +1,91 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Option, Redacted } from "effect"
+import { createHash } from "node:crypto"
+import { Accounts } from "../src/Accounts.js"
+import { IntegrationKeys, KEY_PREFIX } from "../src/IntegrationKeys.js"
+import { ServicesLive } from "./support/Services.js"
+
+describe("IntegrationKeys", () => {
+  it.layer(ServicesLive)((it) => {
+    it.effect("Integration key: created with a random secret, stored only as its SHA-256", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const account = yield* (yield* Accounts).create({ name: "Acme", mode: "live" })
+        const created = yield* (yield* IntegrationKeys).create(account.id)
+        const secret = Redacted.value(created.key)
+        expect(secret.startsWith(KEY_PREFIX)).toBe(true)
+        // 32 random bytes in base64url.
+        expect(secret.length).toBe(KEY_PREFIX.length + 43)
+        const rows = yield* sql<Record<string, unknown>>`SELECT * FROM integration_keys WHERE id = ${created.id}`
+        expect(rows).toHaveLength(1)
+        expect(rows[0]!["secret_hash"]).toEqual(createHash("sha256").update(secret).digest())
+        expect(JSON.stringify(rows[0])).not.toContain(secret.slice(KEY_PREFIX.length, KEY_PREFIX.length + 16))
+        expect(String(created.key)).not.toContain(secret)
+      }))
+
+    it.effect("Authentication rule 1: the account is determined by the key", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const a = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const b = yield* (yield* Accounts).create({ name: "B", mode: "demo" })
+        const keyA = yield* keys.create(a.id)
+        const keyB = yield* keys.create(b.id)
+        expect(yield* keys.authenticate(keyA.key)).toEqual(Option.some({ keyId: keyA.id, accountId: a.id }))
+        expect(yield* keys.authenticate(keyB.key)).toEqual(Option.some({ keyId: keyB.id, accountId: b.id }))
+      }))
+
+    it.effect("Authentication rule 2: an invalid key is refused (wrong, empty, oversized)", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const created = yield* keys.create(account.id)
+        const tampered = Redacted.value(created.key).slice(0, -1) + "x"
+        for (const token of [tampered, "", "crk_" + "a".repeat(500)]) {
+          expect(yield* keys.authenticate(Redacted.make(token))).toEqual(Option.none())
+        }
+      }))
+
+    it.effect("Authentication rule 3: any active key of the same account works (many keys per account)", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "sandbox" })
+        const created = yield* Effect.all([keys.create(account.id), keys.create(account.id), keys.create(account.id)])
+        expect(new Set(created.map((k) => Redacted.value(k.key))).size).toBe(3)
+        for (const key of created) {
+          expect(Option.map(yield* keys.authenticate(key.key), (k) => k.accountId)).toEqual(Option.some(account.id))
+        }
+      }))
+
+    it.effect("a disabled key no longer authenticates; disabling is idempotent and leaves other keys working", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const off = yield* keys.create(account.id)
+        const on = yield* keys.create(account.id)
+        yield* keys.disable(off.id)
+        yield* keys.disable(off.id)
+        expect(yield* keys.authenticate(off.key)).toEqual(Option.none())
+        expect(Option.isSome(yield* keys.authenticate(on.key))).toBe(true)
+      }))
+
+    it.effect("Accounts: created with a mode, found by id; unknown or malformed ids find nothing", () =>
+      Effect.gen(function*() {
+        const accounts = yield* Accounts
+        const created = yield* accounts.create({ name: "Demo shop", mode: "demo" })
+        expect(yield* accounts.find(created.id)).toEqual(Option.some(created))
+        expect(yield* accounts.find("00000000-0000-4000-8000-000000000000")).toEqual(Option.none())
+        expect(yield* accounts.find("nope")).toEqual(Option.none())
+      }))
+
+    it.effect("unknown accounts and keys are typed errors", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const unknown = "00000000-0000-4000-8000-000000000000"
+        expect(yield* keys.create(unknown).pipe(Effect.flip)).toMatchObject({ _tag: "AccountNotFound" })
+        expect(yield* keys.create("not-a-uuid").pipe(Effect.flip)).toMatchObject({ _tag: "AccountNotFound" })
+        expect(yield* keys.disable(unknown).pipe(Effect.flip)).toMatchObject({ _tag: "KeyNotFound" })
+        expect(yield* keys.disable("nope").pipe(Effect.flip)).toMatchObject({ _tag: "KeyNotFound" })
+      }))
+  })
+})

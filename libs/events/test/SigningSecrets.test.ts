@@ -1,0 +1,113 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { TestDatabase, Vault } from "@crm-relay/store"
+import { Effect, Either, Exit, Layer, Logger, LogLevel, Redacted } from "effect"
+import { Webhook } from "standardwebhooks"
+import { Accounts } from "../src/Accounts.js"
+import { SECRET_PREFIX, SigningSecrets } from "../src/SigningSecrets.js"
+
+const masterKeys = Vault.randomMasterKeys()
+
+/** Accounts and signing secrets over a fresh test database with one MASTER_KEY. */
+const Live = Layer.mergeAll(Accounts.Default, SigningSecrets.Default).pipe(
+  Layer.provideMerge(Vault.layer(masterKeys)),
+  Layer.provideMerge(TestDatabase.layer)
+)
+
+/** Another replica's service: its own Vault and cache over the same database. */
+const replica = Effect.provide(SigningSecrets, SigningSecrets.Default.pipe(Layer.provide(Vault.layer(masterKeys))))
+
+describe("SigningSecrets", () => {
+  it.layer(Live)((it) => {
+    it.effect("Delivery rule: each account signs with its own whsec_ secret (base64 of 32 random bytes), created on first use and the same ever after", () =>
+      Effect.gen(function*() {
+        const accounts = yield* Accounts
+        const secrets = yield* SigningSecrets
+        const a = yield* accounts.create({ name: "A", mode: "live" })
+        const b = yield* accounts.create({ name: "B", mode: "live" })
+        const first = Redacted.value(yield* secrets.get(a.id))
+        expect(first.startsWith(SECRET_PREFIX)).toBe(true)
+        expect(Buffer.from(first.slice(SECRET_PREFIX.length), "base64").length).toBe(32)
+        expect(Redacted.value(yield* secrets.get(a.id))).toBe(first)
+        expect(Redacted.value(yield* secrets.get(b.id))).not.toBe(first)
+        // Another replica (own cache, own Vault) reads the same secret.
+        const other = yield* replica
+        expect(Redacted.value(yield* other.get(a.id))).toBe(first)
+
+        // The secret works with the Standard Webhooks library.
+        const webhook = new Webhook(first)
+        const payload = JSON.stringify({ id: "evt_1", event: "lead" })
+        const signature = webhook.sign("msg_1", new Date(), payload)
+        const verified = webhook.verify(payload, {
+          "webhook-id": "msg_1",
+          "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+          "webhook-signature": signature
+        })
+        expect(verified).toEqual({ id: "evt_1", event: "lead" })
+      }))
+
+    it.effect("the secret is stored only sealed by the Vault, bound to its account", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const account = yield* (yield* Accounts).create({ name: "Sealed", mode: "live" })
+        const secret = Redacted.value(yield* (yield* SigningSecrets).get(account.id))
+        const rows = yield* sql<Record<string, unknown>>`
+          SELECT s.*, v.* FROM signing_secrets s JOIN vault_secrets v ON v.id = s.secret_id WHERE s.account_id = ${account.id}`
+        expect(rows).toHaveLength(1)
+        const dump = JSON.stringify(rows, (_, value) => (value?.type === "Buffer" ? Buffer.from(value.data).toString("latin1") : value))
+        expect(dump).not.toContain(secret.slice(SECRET_PREFIX.length, SECRET_PREFIX.length + 12))
+        // Moved to another account, the sealed secret no longer opens there.
+        const other = yield* (yield* Accounts).create({ name: "Other", mode: "live" })
+        yield* sql`INSERT INTO signing_secrets (account_id, secret_id) SELECT ${other.id}, secret_id FROM signing_secrets WHERE account_id = ${account.id}`
+        const fresh = yield* replica
+        const exit = yield* Effect.exit(fresh.get(other.id))
+        expect(Exit.isFailure(exit)).toBe(true)
+        expect(String(exit)).not.toContain(secret)
+      }))
+
+    it.effect("concurrent first uses on several replicas agree on one secret and store exactly one", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const account = yield* (yield* Accounts).create({ name: "Race", mode: "live" })
+        const replicas = yield* Effect.all([replica, replica, replica, replica])
+        const got = yield* Effect.forEach(
+          [...replicas, ...replicas],
+          (service) => Effect.map(service.get(account.id), Redacted.value),
+          { concurrency: "unbounded" }
+        )
+        expect(new Set(got).size).toBe(1)
+        const stored = yield* sql<{ n: number }>`SELECT count(*)::int4 AS n FROM signing_secrets WHERE account_id = ${account.id}`
+        expect(stored[0]!.n).toBe(1)
+        // The losers' sealed secrets were removed, not left behind.
+        const orphans = yield* sql<{ n: number }>`
+          SELECT count(*)::int4 AS n FROM vault_secrets v
+          WHERE v.aad LIKE ${`%${account.id}%`} AND NOT EXISTS (SELECT 1 FROM signing_secrets s WHERE s.secret_id = v.id)`
+        expect(orphans[0]!.n).toBe(0)
+      }))
+
+    it.effect("an unknown account has no secret (AccountNotFound), whatever the id looks like", () =>
+      Effect.gen(function*() {
+        const secrets = yield* SigningSecrets
+        for (const id of ["0f8fad5b-d9cb-469f-a165-70867728950e", "not-a-uuid", ""]) {
+          const result = yield* Effect.either(secrets.get(id))
+          expect(Either.isLeft(result) && result.left._tag).toBe("AccountNotFound")
+        }
+      }))
+
+    it.effect("secrets never appear in logs: creating and reading a signing secret logs nothing that contains it", () =>
+      Effect.gen(function*() {
+        const lines: Array<string> = []
+        const logger = Logger.make(({ annotations, message }) => {
+          lines.push(JSON.stringify({ message, annotations: Object.fromEntries(annotations) }))
+        })
+        const account = yield* (yield* Accounts).create({ name: "Quiet", mode: "live" })
+        const secret = yield* (yield* SigningSecrets).get(account.id).pipe(
+          Effect.tap((s) => Effect.logInfo("got the secret", s)),
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+          Logger.withMinimumLogLevel(LogLevel.All)
+        )
+        expect(lines.length).toBeGreaterThan(0)
+        expect(lines.join("\n")).not.toContain(Redacted.value(secret))
+      }))
+  })
+})

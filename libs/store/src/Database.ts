@@ -1,0 +1,95 @@
+/**
+ * The database chosen by configuration: real PostgreSQL when a URL is given
+ * (a real pool), otherwise embedded PGlite in `<dataDir>/pglite`. Both
+ * provide `SqlClient`, a `Notifier` and `DatabaseInfo`; the SQL is the same.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as Path from "node:path"
+import type { DataDirInUse } from "./DataDirLock.js"
+import { pgTypes } from "./internal/valueTypes.js"
+import * as Notifier from "./Notifier.js"
+import * as PgliteClient from "./PgliteClient.js"
+
+/** Which database this process uses; `location` never holds a secret. */
+export class DatabaseInfo extends Context.Tag("@crm-relay/store/DatabaseInfo")<
+  DatabaseInfo,
+  { readonly kind: "postgres" | "pglite"; readonly location: string }
+>() {}
+
+/** How to reach the database. */
+export interface DatabaseOptions {
+  /** PostgreSQL connection string; none → embedded PGlite. */
+  readonly url: Option.Option<Redacted.Redacted>
+  /** Directory of the embedded database (and other local state). */
+  readonly dataDir: string
+  /** Maximum connections of the PostgreSQL pool. */
+  readonly poolSize: number
+}
+
+/** What a database Layer provides. */
+export type Services = SqlClient.SqlClient | Notifier.Notifier | DatabaseInfo
+
+/** Where the embedded database lives inside `dataDir`. */
+export const pgliteDirectory = (dataDir: string): string => Path.join(dataDir, "pglite")
+
+const describeUrl = (url: Redacted.Redacted): string => {
+  try {
+    const parsed = new URL(Redacted.value(url))
+    return `${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
+  } catch {
+    return "postgresql"
+  }
+}
+
+/** Real PostgreSQL: a pool of `poolSize` connections, LISTEN/NOTIFY on its own connection. */
+export const layerPostgres = (options: {
+  readonly url: Redacted.Redacted
+  readonly poolSize: number
+}): Layer.Layer<Services | PgClient.PgClient, SqlError> => {
+  const client = PgClient.layer({
+    url: options.url,
+    maxConnections: options.poolSize,
+    connectTimeout: Duration.seconds(5),
+    idleTimeout: Duration.seconds(30),
+    applicationName: "crm-relay",
+    types: pgTypes
+  })
+  return Layer.mergeAll(
+    Notifier.layerPg,
+    Layer.succeed(DatabaseInfo, { kind: "postgres", location: describeUrl(options.url) })
+  ).pipe(Layer.provideMerge(client))
+}
+
+/** Embedded PGlite in `<dataDir>/pglite`, owned by this process while the Layer lives. */
+export const layerPglite = (options: {
+  readonly dataDir: string
+}): Layer.Layer<Services | PgliteClient.PgliteClient, SqlError | DataDirInUse> => {
+  const dir = pgliteDirectory(options.dataDir)
+  return Layer.mergeAll(
+    Notifier.layerPglite,
+    Layer.succeed(DatabaseInfo, { kind: "pglite", location: Path.resolve(dir) })
+  ).pipe(Layer.provideMerge(PgliteClient.layer({ dataDir: dir })))
+}
+
+/** PostgreSQL when `url` is set, otherwise embedded PGlite. */
+export const layer = (options: DatabaseOptions): Layer.Layer<Services, SqlError | DataDirInUse> =>
+  Option.match(options.url, {
+    onNone: () => layerPglite({ dataDir: options.dataDir }),
+    onSome: (url) => layerPostgres({ url, poolSize: options.poolSize })
+  })
+
+/** Readiness: one trivial statement, failing after `timeout` (2 s by default). */
+export const ping = (
+  timeout: Duration.DurationInput = Duration.seconds(2)
+): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`).pipe(
+    Effect.asVoid,
+    Effect.timeoutFail({
+      duration: timeout,
+      onTimeout: () => new SqlError({ message: "The database did not answer in time" })
+    }),
+    Effect.withSpan("Database.ping")
+  )

@@ -1,0 +1,565 @@
+/**
+ * A durable job queue over an ordinary table: the CRM push jobs and the
+ * webhook deliveries are rows that workers claim, run and finish.
+ *
+ * Columns a queue table needs (other columns are the table's own):
+ *
+ * | column            | type                          | meaning                                              |
+ * |-------------------|-------------------------------|------------------------------------------------------|
+ * | id                | uuid (or text) PRIMARY KEY    | the job                                              |
+ * | status            | text NOT NULL                 | `pending`, the table's completed status, or `failed` |
+ * | attempts          | integer NOT NULL DEFAULT 0    | claims of the current run (reset by `replay`)        |
+ * | next_attempt_at   | timestamptz NOT NULL          | not claimed before this time                         |
+ * | lease_owner       | text                          | the runner holding the lease, NULL when none         |
+ * | lease_expires_at  | timestamptz                   | the lease ends here; after it the row is claimable   |
+ * | last_error        | text                          | the latest failure, one short sentence               |
+ *
+ * and, for the claim, an index such as
+ * `CREATE INDEX <table>_due_idx ON <table> (next_attempt_at) WHERE status = 'pending'`.
+ *
+ * How it works:
+ * - A row is due when `status = 'pending'`, `next_attempt_at <= now` and it
+ *   holds no live lease. One statement claims up to N due rows
+ *   (`FOR UPDATE SKIP LOCKED`, so concurrent claimers never take the same
+ *   row), sets the lease and counts the attempt. The lease is held by the
+ *   columns, never by an open transaction, so a job may run for as long as
+ *   it likes on PGlite (one session) and on a PostgreSQL pool alike.
+ * - While a job runs, one heartbeat statement per runner extends the leases
+ *   of all its jobs. A runner that dies (SIGKILL, lost host) stops the
+ *   heartbeat; its leases expire and another runner claims the rows again:
+ *   nothing is lost, and the job runs again (handlers must be idempotent).
+ * - Finishing (complete, retry at a time, dead-letter) is guarded by the
+ *   lease owner, so a runner that lost its lease can never overwrite the
+ *   work of the runner that took the row over. It is one statement (with
+ *   optional extra columns and one data-modifying statement alongside, e.g.
+ *   an attempt log), or a transaction when the handler needs more.
+ * - On embedded PGlite the database is this process's alone, so at start a
+ *   runner takes back leases of other (dead) processes at once.
+ * - Runners wake on LISTEN/NOTIFY (`wake`, sent by whoever inserts jobs), on
+ *   the next due time they computed, and on a poll interval as a safety net
+ *   (short on PGlite, long on PostgreSQL).
+ * - Interrupting a runner (clean shutdown) stops claiming, lets running jobs
+ *   finish for a grace period, interrupts the rest and releases their leases
+ *   in one statement (the attempt is given back), so another replica takes
+ *   them at once.
+ *
+ * Time comes from Effect's `Clock` (so tests drive leases and retries with
+ * the `TestClock`); replicas sharing a database need synchronized clocks
+ * (NTP), well within the lease duration.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
+import {
+  Cause,
+  Clock,
+  Data,
+  Duration,
+  Effect,
+  FiberMap,
+  Option,
+  type ParseResult,
+  Queue,
+  Schema,
+  Stream
+} from "effect"
+import { randomBytes } from "node:crypto"
+import * as Os from "node:os"
+import { DatabaseInfo } from "./Database.js"
+import { Notifier } from "./Notifier.js"
+
+/** A queue table: its name, its completed status, and what a claim returns besides id and attempts. */
+export interface JobTable<A> {
+  readonly table: string
+  /** The status of a finished job, e.g. `done` or `delivered`. */
+  readonly completedStatus: string
+  /** The notification channel that wakes this table's runners. */
+  readonly channel: string
+  /** The select list of a claim (columns of the table), after `id` and `attempts`. */
+  readonly select: string
+  /** Decodes the selected columns of one claimed row. */
+  readonly decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>
+}
+
+/** Declares a queue table; `row` names (and decodes) the columns a claim returns with each job. */
+export const table = <A, I>(options: {
+  readonly table: string
+  /** Default `done`. */
+  readonly completedStatus?: string
+  /** A `Schema.Struct` of the returned columns (without `id` and `attempts`). */
+  readonly row: Schema.Schema<A, I, never> & { readonly fields: Schema.Struct.Fields }
+  /** The notification channel of `wake`; default `jobs:<table>`. */
+  readonly channel?: string
+  /**
+   * The select list, when it is more than the field names (e.g.
+   * `"account_id, payload::text AS body"`); developer-written SQL, never input.
+   */
+  readonly select?: string
+}): JobTable<A> => {
+  const names = Object.keys(options.row.fields)
+  return {
+    table: options.table,
+    completedStatus: options.completedStatus ?? "done",
+    channel: options.channel ?? `jobs:${options.table}`,
+    select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
+    decode: Schema.decodeUnknown(options.row)
+  }
+}
+
+/** A claimed job. */
+export interface Job<A> {
+  readonly id: string
+  /** Which attempt of the current run this is (1 for the first). */
+  readonly attempt: number
+  readonly data: A
+}
+
+/** What else to write with a job's state change, in the same SQL statement. */
+export interface FinishExtras {
+  /** More columns of the job's row (e.g. `delivered_at`). */
+  readonly set?: Readonly<Record<string, unknown>> | undefined
+  /**
+   * One more data-modifying statement (INSERT, UPDATE or DELETE, without a
+   * WITH of its own), run as a CTE of the state change's statement: atomic
+   * with it, and no transaction round trips. It runs even when the lease was
+   * lost (e.g. an attempt log that should record what happened anyway).
+   */
+  readonly alongside?: Statement.Fragment | undefined
+}
+
+/**
+ * What a handler decided. `set` and `alongside` (see FinishExtras) go into
+ * the state change's single statement; `record`, for work that needs more
+ * than one statement, runs before it in one transaction.
+ */
+export type JobResult = Data.TaggedEnum<{
+  /** Done: status becomes the table's completed status. */
+  Complete: FinishExtras & { readonly record?: Effect.Effect<void, SqlError> | undefined }
+  /** Failed for now: pending again, due after `delay`. */
+  Retry: FinishExtras & {
+    readonly delay: Duration.DurationInput
+    readonly error: string
+    readonly record?: Effect.Effect<void, SqlError> | undefined
+  }
+  /** Failed for good: status `failed` (replayable). */
+  DeadLetter: FinishExtras & { readonly error: string; readonly record?: Effect.Effect<void, SqlError> | undefined }
+}>
+
+/** Constructors of `JobResult`. */
+export const JobResult = Data.taggedEnum<JobResult>()
+
+/** How a replay went. */
+export type ReplayOutcome = "queued" | "already_pending" | "not_found"
+
+/** Statements over one queue table for one lease owner. */
+export interface JobQueue<A> {
+  readonly table: JobTable<A>
+  /** This runner's lease owner id. */
+  readonly owner: string
+  /** Claims up to `limit` due rows with a lease of `lease`, counting an attempt on each. */
+  readonly claim: (limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job<A>>>
+  /** Extends the leases of `ids` that this owner still holds; returns those ids. */
+  readonly heartbeat: (ids: ReadonlyArray<string>, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<string>>
+  /** Marks the job completed; false when this owner no longer holds it. */
+  readonly complete: (id: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /** Makes the job pending again, due after `delay`; false when this owner no longer holds it. */
+  readonly retry: (id: string, delay: Duration.DurationInput, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /** Marks the job failed for good; false when this owner no longer holds it. */
+  readonly deadLetter: (id: string, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /** Gives back the leases of `ids` (and their attempts): due again at once. Returns how many. */
+  readonly release: (ids: ReadonlyArray<string>) => Effect.Effect<number>
+  /** The earliest time a currently unclaimable pending row becomes claimable, if any. */
+  readonly nextDue: Effect.Effect<Option.Option<Date>>
+}
+
+/** The part of every lease owner id of this process: host and pid. */
+export const processOwnerPrefix = (): string => `${Os.hostname()}:${process.pid}:`
+
+/** A lease owner id: host, process and a random part, so every runner is distinct. */
+export const makeOwner = (): string => `${processOwnerPrefix()}${randomBytes(6).toString("hex")}`
+
+/** Longest error text stored in `last_error`. */
+export const MAX_ERROR_LENGTH = 500
+
+const shorten = (error: string): string =>
+  error.length <= MAX_ERROR_LENGTH ? error : `${error.slice(0, MAX_ERROR_LENGTH - 1)}…`
+
+/** The queue statements of `jobs` for `owner` (a fresh owner id by default). */
+export const make = <A>(
+  jobs: JobTable<A>,
+  owner: string = makeOwner()
+): Effect.Effect<JobQueue<A>, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const t = sql(jobs.table)
+    const select = sql.literal(jobs.select)
+    const done = jobs.completedStatus
+    const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
+    const after = (delay: Duration.DurationInput) =>
+      Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis + Duration.toMillis(delay)))
+
+    // A row that cannot be decoded would be claimed again and again: dead-letter it.
+    const decodeOrBury = (row: Record<string, unknown>) =>
+      jobs.decode(row).pipe(
+        Effect.map((data): Option.Option<Job<A>> =>
+          Option.some({ id: String(row["id"]), attempt: Number(row["attempts"]), data })
+        ),
+        Effect.catchAll((error) =>
+          Effect.gen(function*() {
+            yield* Effect.logError("Job row could not be decoded; dead-lettered").pipe(
+              Effect.annotateLogs({ table: jobs.table, job_id: String(row["id"]), problem: error.message })
+            )
+            yield* sql`UPDATE ${t} SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+              last_error = 'The stored job could not be read.' WHERE id = ${row["id"]}`.pipe(Effect.orDie)
+            return Option.none<Job<A>>()
+          })
+        )
+      )
+
+    const claim = (limit: number, lease: Duration.Duration) =>
+      Effect.gen(function*() {
+        if (limit <= 0) return []
+        const at = yield* now
+        const until = new Date(at.getTime() + Duration.toMillis(lease))
+        const rows = yield* sql<Record<string, unknown>>`
+          UPDATE ${t} SET lease_owner = ${owner}, lease_expires_at = ${until}, attempts = ${t}.attempts + 1
+          FROM (
+            SELECT id AS due_id FROM ${t}
+            WHERE status = 'pending' AND next_attempt_at <= ${at}
+              AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})
+            ORDER BY next_attempt_at
+            LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ) AS due
+          WHERE ${t}.id = due.due_id
+          RETURNING ${t}.id, ${t}.attempts, ${select}`.pipe(Effect.orDie)
+        const decoded = yield* Effect.forEach(rows, decodeOrBury)
+        return decoded.flatMap(Option.toArray)
+      }).pipe(Effect.withSpan("JobQueue.claim", { attributes: { table: jobs.table, limit } }))
+
+    const heartbeat = (ids: ReadonlyArray<string>, lease: Duration.Duration) =>
+      ids.length === 0
+        ? Effect.succeed([])
+        : Effect.flatMap(after(lease), (until) =>
+          sql<{ id: string }>`UPDATE ${t} SET lease_expires_at = ${until}
+            WHERE id IN ${sql.in(ids)} AND lease_owner = ${owner} AND status = 'pending'
+            RETURNING id`.pipe(Effect.map((rows) => rows.map((row) => String(row.id))), Effect.orDie))
+
+    // One statement: the state change (guarded by the owner), extra columns, and optionally one more
+    // data-modifying statement alongside (a CTE), so finishing a job is a single round trip.
+    const finish = (id: string, assignments: Statement.Fragment, extras: FinishExtras = {}) => {
+      const set = extras.set ?? {}
+      const more = Object.keys(set).length === 0 ? sql`` : sql`, ${sql.update(set)}`
+      const update = sql`UPDATE ${t} SET ${assignments}, lease_owner = NULL, lease_expires_at = NULL ${more}
+        WHERE id = ${id} AND lease_owner = ${owner} AND status = 'pending' RETURNING id`
+      const statement = extras.alongside === undefined
+        ? update
+        : sql`WITH changed AS (${update}), alongside AS (${extras.alongside}) SELECT id FROM changed`
+      return statement.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
+    }
+
+    const complete = (id: string, extras?: FinishExtras) => finish(id, sql`status = ${done}, last_error = NULL`, extras)
+
+    const retry = (id: string, delay: Duration.DurationInput, error: string, extras?: FinishExtras) =>
+      Effect.flatMap(after(delay), (at) => finish(id, sql`next_attempt_at = ${at}, last_error = ${shorten(error)}`, extras))
+
+    const deadLetter = (id: string, error: string, extras?: FinishExtras) =>
+      finish(id, sql`status = 'failed', last_error = ${shorten(error)}`, extras)
+
+    const release = (ids: ReadonlyArray<string>) =>
+      ids.length === 0
+        ? Effect.succeed(0)
+        : sql`UPDATE ${t} SET lease_owner = NULL, lease_expires_at = NULL, attempts = GREATEST(${t}.attempts - 1, 0)
+            WHERE id IN ${sql.in(ids)} AND lease_owner = ${owner} AND status = 'pending' RETURNING id`.pipe(
+            Effect.map((rows) => rows.length),
+            Effect.orDie
+          )
+
+    // Unleased rows wait for next_attempt_at; leased ones (running somewhere) for their lease's end.
+    const nextDue = sql<{ at: Date | null }>`SELECT LEAST(
+        (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL),
+        (SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)
+      ) AS at`.pipe(
+      Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null)),
+      Effect.orDie
+    )
+
+    return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, release, nextDue }
+  })
+
+/** What else a replay writes in the row it queues again. */
+export interface ReplayExtras {
+  /**
+   * More assignments of the row's own columns, developer-written SQL (e.g.
+   * sql`replays = replays + 1, finished_at = NULL`).
+   */
+  readonly assignments?: Statement.Fragment | undefined
+}
+
+/**
+ * Queues a finished or failed job again, due now, with a fresh attempt count
+ * (the row and its id stay the same). A pending job is left as it is.
+ */
+export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const at = new Date(yield* Clock.currentTimeMillis)
+    const t = sql(jobs.table)
+    const more = extras.assignments === undefined ? sql`` : sql`, ${extras.assignments}`
+    const outcome = yield* sql.withTransaction(
+      Effect.gen(function*() {
+        const rows = yield* sql<{ status: string }>`SELECT status FROM ${t} WHERE id = ${id} FOR UPDATE`
+        const status = rows[0]?.status
+        if (status === undefined) return "not_found" as const
+        if (status === "pending") return "already_pending" as const
+        yield* sql`UPDATE ${t} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
+          lease_owner = NULL, lease_expires_at = NULL ${more} WHERE id = ${id}`
+        return "queued" as const
+      })
+    ).pipe(Effect.orDie)
+    if (outcome === "queued") yield* wake(jobs)
+    return outcome satisfies ReplayOutcome
+  }).pipe(Effect.withSpan("JobQueue.replay", { attributes: { table: jobs.table } }))
+
+/**
+ * Wakes the runners of `jobs` (all replicas). Inside a transaction the
+ * notification is sent at COMMIT, so call it in the transaction that inserts jobs.
+ */
+export const wake = <A>(jobs: JobTable<A>): Effect.Effect<void, never, Notifier> =>
+  Effect.flatMap(Notifier, (notifier) => Effect.orDie(notifier.notify(jobs.channel, "due")))
+
+/** The operator's side of one queue table, bound to the database and notifier it was built with. */
+export interface Controls {
+  /** Wakes the table's runners (see `wake`). */
+  readonly wake: Effect.Effect<void>
+  /** Queues a finished or failed job again (see `replay`). */
+  readonly replay: (id: string, extras?: ReplayExtras) => Effect.Effect<ReplayOutcome>
+}
+
+/**
+ * `wake` and `replay` of `jobs` on this context's `SqlClient` and `Notifier`,
+ * for a service to bind once at Layer build (whoever later calls it).
+ */
+export const controls = <A>(jobs: JobTable<A>): Effect.Effect<Controls, never, SqlClient.SqlClient | Notifier> =>
+  Effect.map(Effect.context<SqlClient.SqlClient | Notifier>(), (context) => ({
+    wake: Effect.provide(wake(jobs), context),
+    replay: (id, extras) => Effect.provide(replay(jobs, id, extras), context)
+  }))
+
+/** How a runner works. */
+export interface RunOptions {
+  /** Jobs running at once in this runner. Default 10. */
+  readonly concurrency?: number
+  /** Most rows one claim takes. Default: `concurrency`. */
+  readonly batchSize?: number
+  /** Lease per claim, extended by the heartbeat. Default 30 s. */
+  readonly lease?: Duration.DurationInput
+  /** Heartbeat period. Default: a third of the lease. */
+  readonly heartbeat?: Duration.DurationInput
+  /** Safety poll when no wake-up arrives. Default 1 s on PGlite, 30 s on PostgreSQL. */
+  readonly pollInterval?: Duration.DurationInput
+  /** At shutdown, how long running jobs may take to finish before they are interrupted and released. Default 5 s. */
+  readonly shutdownGrace?: Duration.DurationInput
+  /** Lease owner id. Default: host, pid and a random part. */
+  readonly owner?: string
+  /**
+   * On embedded PGlite (the database is this process's alone), release other
+   * processes' leases at start (`releaseOtherProcesses`): after a crash and
+   * restart the jobs run at once instead of after their leases expire.
+   * Default true; ignored on PostgreSQL, where other replicas hold live leases.
+   */
+  readonly reclaimOnPglite?: boolean
+}
+
+/**
+ * Takes back at once the leases of `jobs` held by other processes, keeping
+ * this process's (in-process runners sharing a database keep theirs). Only
+ * for a database that belongs to this process alone (embedded PGlite): there
+ * another process's lease can only be a dead process's, from before a
+ * restart. The attempts stay counted. Returns how many were taken back.
+ */
+export const releaseOtherProcesses = <A>(jobs: JobTable<A>): Effect.Effect<number, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const prefix = processOwnerPrefix()
+    const rows = yield* sql`UPDATE ${sql(jobs.table)} SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE status = 'pending' AND lease_owner IS NOT NULL AND left(lease_owner, ${prefix.length}) <> ${prefix}
+      RETURNING id`.pipe(Effect.orDie)
+    return rows.length
+  })
+
+/** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
+export const defectDelay = (attempt: number): Duration.Duration =>
+  Duration.millis(Math.min(30_000 * 2 ** Math.max(0, Math.min(attempt - 1, 20)), 3_600_000))
+
+/**
+ * Runs `handler` on the due jobs of `jobs` until interrupted (see the module
+ * comment). The handler decides the job's fate with a `JobResult`; if it
+ * dies, the job is retried after `defectDelay`. Interrupting the returned
+ * effect is the clean shutdown.
+ */
+export const run = <A, R>(
+  jobs: JobTable<A>,
+  handler: (job: Job<A>) => Effect.Effect<JobResult, never, R>,
+  options: RunOptions = {}
+): Effect.Effect<never, never, R | SqlClient.SqlClient | Notifier> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const notifier = yield* Notifier
+    const info = yield* Effect.serviceOption(DatabaseInfo)
+    const queue = yield* make(jobs, options.owner)
+    const concurrency = Math.max(1, options.concurrency ?? 10)
+    const batchSize = Math.max(1, Math.min(options.batchSize ?? concurrency, concurrency))
+    const lease = Duration.decode(options.lease ?? Duration.seconds(30))
+    const heartbeatEvery = Duration.decode(options.heartbeat ?? Duration.millis(Duration.toMillis(lease) / 3))
+    const isPglite = Option.match(info, { onNone: () => false, onSome: (i) => i.kind === "pglite" })
+    const poll = Duration.decode(options.pollInterval ?? (isPglite ? Duration.seconds(1) : Duration.seconds(30)))
+    const grace = Duration.decode(options.shutdownGrace ?? Duration.seconds(5))
+
+    if (isPglite && (options.reclaimOnPglite ?? true)) {
+      const released = yield* releaseOtherProcesses(jobs)
+      if (released > 0) yield* Effect.logInfo("Took back the jobs of a previous run").pipe(Effect.annotateLogs({ released }))
+    }
+    const wakeUp = yield* Queue.sliding<void>(1)
+    // Signals the heartbeat that jobs run (it sleeps without a timer while none do).
+    const started = yield* Queue.sliding<void>(1)
+    const running = yield* FiberMap.make<string, void, never>()
+    const finishing = new Set<string>()
+    let stopping = false
+
+    const finish = (job: Job<A>, result: JobResult) => {
+      const extras: FinishExtras = { set: result.set, alongside: result.alongside }
+      const change = JobResult.$match(result, {
+        Complete: () => queue.complete(job.id, extras),
+        Retry: ({ delay, error }) => queue.retry(job.id, delay, error, extras),
+        DeadLetter: ({ error }) => queue.deadLetter(job.id, error, extras)
+      })
+      const stored = result.record === undefined ? change : sql.withTransaction(Effect.zipRight(result.record, change))
+      return stored.pipe(
+        Effect.tap((held) =>
+          held
+            ? Effect.void
+            : Effect.logWarning("Job finished after its lease was taken over; its result was not stored").pipe(
+              Effect.annotateLogs({ job_id: job.id, result: result._tag })
+            )
+        ),
+        Effect.catchAllCause((cause) =>
+          // The lease will expire and the job run again.
+          Effect.logError("Could not store a job's result", cause).pipe(Effect.annotateLogs({ job_id: job.id }))
+        ),
+        Effect.uninterruptible
+      )
+    }
+
+    const runJob = (job: Job<A>) =>
+      Effect.suspend(() => handler(job)).pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.as(
+              Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
+              JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
+            )
+        ),
+        // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
+        Effect.flatMap((result) =>
+          Effect.zipRight(Effect.sync(() => finishing.add(job.id)), finish(job, result))
+        ),
+        Effect.ensuring(Effect.zipRight(Effect.sync(() => finishing.delete(job.id)), wakeUp.offer(void 0))),
+        Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
+        Effect.catchAllCause(() => Effect.void)
+      )
+
+    const runningIds = Effect.sync(() => Array.from(running, ([id]) => id))
+
+    const beat = Effect.gen(function*() {
+      const ids = (yield* runningIds).filter((id) => !finishing.has(id))
+      if (ids.length === 0) return
+      const held = new Set(yield* queue.heartbeat(ids, lease))
+      for (const id of ids) {
+        // Finished meanwhile (its row no longer pending): not a lost lease.
+        if (held.has(id) || finishing.has(id) || !FiberMap.unsafeHas(running, id)) continue
+        yield* Effect.logWarning("Lost the lease of a running job; stopping it").pipe(Effect.annotateLogs({ job_id: id }))
+        yield* FiberMap.remove(running, id)
+      }
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("Lease heartbeat failed", cause)))
+
+    const listen = notifier.listen(jobs.channel).pipe(
+      Stream.runForEach(() => wakeUp.offer(void 0)),
+      Effect.catchAllCause((cause) => Effect.logWarning("Job notifications interrupted; polling meanwhile", cause)),
+      Effect.zipRight(Effect.sleep(Duration.seconds(1))),
+      Effect.forever
+    )
+
+    // Sleeps until the earliest of: a wake-up, the next due time, the poll interval.
+    const idle = (untilDue: boolean) =>
+      Effect.gen(function*() {
+        let wait = poll
+        if (untilDue) {
+          const due = yield* queue.nextDue
+          if (Option.isSome(due)) {
+            const millis = Math.max(0, due.value.getTime() - (yield* Clock.currentTimeMillis))
+            wait = Duration.min(wait, Duration.millis(millis))
+          }
+        }
+        yield* Effect.raceFirst(wakeUp.take, Effect.sleep(wait))
+      })
+
+    let failures = 0
+    const backoff = Effect.suspend(() => Effect.sleep(Duration.millis(Math.min(250 * 2 ** Math.min(failures++, 7), 30_000))))
+
+    const step = Effect.gen(function*() {
+      const free = concurrency - (yield* FiberMap.size(running))
+      if (free <= 0) return yield* idle(false)
+      const want = Math.min(free, batchSize)
+      const claimed = yield* queue.claim(want, lease)
+      failures = 0
+      for (const job of claimed) {
+        yield* FiberMap.run(running, job.id, runJob(job))
+      }
+      if (claimed.length > 0) yield* started.offer(void 0)
+      // A full batch suggests more are due: claim again at once. After a partial batch the next
+      // wake-up (a notification, a job ending) claims again; only an empty claim looks for the next
+      // due time (one query fewer per wake-up under load).
+      if (claimed.length < want) yield* idle(claimed.length === 0)
+    }).pipe(
+      // The database may be unreachable for a while: keep trying, never let the runner die.
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.failCause(cause)
+          : Effect.zipRight(Effect.logWarning("Job runner step failed; retrying", cause), backoff)
+      )
+    )
+
+    yield* Effect.forkScoped(listen)
+    const heartbeat = Effect.gen(function*() {
+      if ((yield* FiberMap.size(running)) === 0) yield* started.take
+      yield* Effect.sleep(heartbeatEvery)
+      yield* beat
+    })
+    yield* Effect.forkScoped(Effect.forever(heartbeat))
+    // Runs before the heartbeat and the listener stop (finalizers run in reverse).
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        stopping = true
+        const inFlight = yield* FiberMap.size(running)
+        if (inFlight === 0) return
+        yield* Effect.logInfo("Stopping: waiting for running jobs").pipe(Effect.annotateLogs({ running: inFlight }))
+        // Finalizers are uninterruptible: the wait must be interruptible for the timeout to end it.
+        yield* Effect.interruptible(FiberMap.awaitEmpty(running)).pipe(Effect.timeoutOption(grace))
+        const left = yield* runningIds
+        yield* FiberMap.clear(running)
+        const released = yield* queue.release(left).pipe(Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logWarning("Could not release leases; they will expire", cause), 0)
+        ))
+        if (released > 0) {
+          yield* wake(jobs).pipe(Effect.provideService(Notifier, notifier), Effect.catchAllCause(() => Effect.void))
+          yield* Effect.logInfo("Released the leases of interrupted jobs").pipe(Effect.annotateLogs({ released }))
+        }
+      })
+    )
+    yield* Effect.logDebug("Job runner started").pipe(
+      Effect.annotateLogs({ concurrency, batch_size: batchSize, lease: Duration.format(lease), poll: Duration.format(poll) })
+    )
+    return yield* Effect.forever(Effect.suspend(() => stopping ? Effect.never : step))
+  }).pipe(Effect.scoped, Effect.annotateLogs({ table: jobs.table }))

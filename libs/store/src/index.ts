@@ -1,0 +1,14 @@
+/**
+ * @crm-relay/store — the database: SqlClient Layers (real PostgreSQL, or
+ * embedded PGlite), migrations, LISTEN/NOTIFY, and test databases.
+ */
+export * as DataDirLock from "./DataDirLock.js"
+export * as Database from "./Database.js"
+export * as Ids from "./Ids.js"
+export * as JobQueue from "./JobQueue.js"
+export * as Migration from "./Migration.js"
+export * as Migrations from "./Migrations.js"
+export * as Notifier from "./Notifier.js"
+export * as PgliteClient from "./PgliteClient.js"
+export * as TestDatabase from "./TestDatabase.js"
+export * as Vault from "./Vault.js"

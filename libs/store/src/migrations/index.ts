@@ -1,0 +1,17 @@
+/**
+ * Every migration, in order. Keys are `<id>_<name>`; ids only grow, and a
+ * migration is never edited once released (add a new one instead).
+ */
+import type { Migration } from "../Migration.js"
+import eventApi from "./0001_event_api.js"
+import connections from "./0002_connections.js"
+import callPipeline from "./0003_call_pipeline.js"
+import webhookDelivery from "./0004_webhook_delivery.js"
+
+/** The ordered record of migrations. */
+export const migrations: Readonly<Record<string, Migration>> = {
+  "0001_event_api": eventApi,
+  "0002_connections": connections,
+  "0003_call_pipeline": callPipeline,
+  "0004_webhook_delivery": webhookDelivery
+}

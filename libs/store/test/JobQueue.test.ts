@@ -1,0 +1,552 @@
+/**
+ * The job queue on a real database (PGlite, or PostgreSQL with
+ * DATABASE_URL): batch claims with SKIP LOCKED never hand one row to two
+ * claimers, leases expire (TestClock) and make rows claimable again, the
+ * heartbeat keeps them, finishing is guarded by the owner, runners wake on
+ * NOTIFY and at the next due time, and a clean shutdown releases leases.
+ */
+import { describe, expect, it, layer } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock, TestServices } from "effect"
+import * as JobQueue from "../src/JobQueue.js"
+import * as TestDatabase from "../src/TestDatabase.js"
+
+let tables = 0
+
+/** Creates a fresh queue table (each test its own) and its JobTable. */
+const makeTable = (completedStatus = "done") =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const name = `test_jobs_${++tables}`
+    yield* sql.unsafe(`CREATE TABLE ${name} (
+      id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+      label text NOT NULL,
+      status text NOT NULL DEFAULT 'pending',
+      attempts integer NOT NULL DEFAULT 0,
+      next_attempt_at timestamptz NOT NULL DEFAULT now(),
+      lease_owner text,
+      lease_expires_at timestamptz,
+      last_error text
+    )`)
+    yield* sql.unsafe(`CREATE INDEX ${name}_due_idx ON ${name} (next_attempt_at) WHERE status = 'pending'`)
+    return JobQueue.table({ table: name, completedStatus, row: Schema.Struct({ label: Schema.String }) })
+  })
+
+/** Inserts `count` jobs due at `at` (labels `${prefix}-i`) and returns their ids. */
+const insertJobs = (jobs: JobQueue.JobTable<unknown>, count: number, at: Date, prefix = "job") =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = Array.from({ length: count }, (_, i) => ({ label: `${prefix}-${i}`, next_attempt_at: at }))
+    const inserted = yield* sql<{ id: string }>`INSERT INTO ${sql(jobs.table)} ${sql.insert(rows)} RETURNING id`
+    return inserted.map((row) => row.id)
+  })
+
+interface Row {
+  readonly id: string
+  readonly status: string
+  readonly attempts: number
+  readonly next_attempt_at: Date
+  readonly lease_owner: string | null
+  readonly lease_expires_at: Date | null
+  readonly last_error: string | null
+}
+
+const rowOf = (jobs: JobQueue.JobTable<unknown>, id: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<Row>`SELECT id, status, attempts, next_attempt_at, lease_owner, lease_expires_at, last_error
+      FROM ${sql(jobs.table)} WHERE id = ${id}`.pipe(Effect.map((rows) => rows[0]!)))
+
+const rowsOf = (jobs: JobQueue.JobTable<unknown>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<Row>`SELECT id, status, attempts, next_attempt_at, lease_owner, lease_expires_at, last_error
+      FROM ${sql(jobs.table)} ORDER BY label`)
+
+/** A few real milliseconds (database I/O proceeds while the TestClock stands still). */
+const pause = (millis = 5) => TestServices.provideLive(Effect.sleep(Duration.millis(millis)))
+
+/** Polls `check` on the real clock until it holds (or fails after `within`). */
+const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, within = Duration.seconds(10)) =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + Duration.toMillis(within)
+    while (Date.now() < deadline) {
+      if (yield* check) return
+      yield* pause(10)
+    }
+    return yield* Effect.dieMessage("eventually: the condition did not hold in time")
+  })
+
+/** Moves the TestClock forward by `total` in steps, pausing for real I/O after each step. */
+const advance = (total: Duration.DurationInput, step: Duration.DurationInput = Duration.seconds(1)) =>
+  Effect.gen(function*() {
+    const steps = Math.ceil(Duration.toMillis(total) / Duration.toMillis(step))
+    for (let i = 0; i < steps; i++) {
+      yield* TestClock.adjust(step)
+      yield* pause(15)
+    }
+  })
+
+/** The TestClock set to a realistic time (every test of the file shares the clock). */
+const realisticNow = Effect.gen(function*() {
+  const now = yield* Clock.currentTimeMillis
+  const at = Math.max(now, Date.UTC(2030, 0, 1)) + 3_600_000
+  yield* TestClock.setTime(at)
+  return new Date(at)
+})
+
+const LEASE = Duration.seconds(30)
+
+layer(TestDatabase.layer)("JobQueue on the TestClock", (it) => {
+  it.effect("Claim: one statement claims up to N due rows, sets the lease, counts the attempt, skips rows not yet due", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const due = yield* insertJobs(jobs, 5, now, "due")
+      yield* insertJobs(jobs, 2, new Date(now.getTime() + 60_000), "later")
+      const queue = yield* JobQueue.make(jobs, "worker-a")
+      const first = yield* queue.claim(3, LEASE)
+      expect(first).toHaveLength(3)
+      expect(first.every((job) => job.attempt === 1 && job.data.label.startsWith("due-"))).toBe(true)
+      const row = yield* rowOf(jobs, first[0]!.id)
+      expect(row.lease_owner).toBe("worker-a")
+      expect(row.lease_expires_at?.getTime()).toBe(now.getTime() + 30_000)
+      expect(row.attempts).toBe(1)
+      const second = yield* queue.claim(10, LEASE)
+      expect(second).toHaveLength(2)
+      expect(new Set([...first, ...second].map((job) => job.id))).toEqual(new Set(due))
+      expect(yield* queue.claim(10, LEASE)).toEqual([])
+    }))
+
+  it.effect("Lease: an expired lease (a worker killed mid-job) makes the row claimable again — nothing is lost, the job runs again as attempt 2", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      const dead = yield* JobQueue.make(jobs, "killed-worker")
+      const alive = yield* JobQueue.make(jobs, "other-replica")
+      expect((yield* dead.claim(1, LEASE)).map((job) => job.id)).toEqual([id])
+      yield* TestClock.adjust(Duration.seconds(29))
+      expect(yield* alive.claim(1, LEASE)).toEqual([])
+      yield* TestClock.adjust(Duration.seconds(1))
+      const again = yield* alive.claim(1, LEASE)
+      expect(again.map((job) => [job.id, job.attempt])).toEqual([[id, 2]])
+      // The old owner can no longer finish it; the new one can.
+      expect(yield* dead.complete(id!)).toBe(false)
+      expect(yield* dead.retry(id!, "1 second", "late")).toBe(false)
+      expect(yield* dead.deadLetter(id!, "late")).toBe(false)
+      expect(yield* alive.complete(id!)).toBe(true)
+      expect((yield* rowOf(jobs, id!)).status).toBe("done")
+    }))
+
+  it.effect("Lease: the heartbeat extends the lease of a running job, so no other replica takes it while it runs", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      const a = yield* JobQueue.make(jobs, "a")
+      const b = yield* JobQueue.make(jobs, "b")
+      yield* a.claim(1, LEASE)
+      for (let i = 0; i < 6; i++) {
+        yield* TestClock.adjust(Duration.seconds(20))
+        expect(yield* a.heartbeat([id!], LEASE)).toEqual([id])
+        expect(yield* b.claim(1, LEASE)).toEqual([])
+      }
+      // Another owner's heartbeat holds nothing.
+      expect(yield* b.heartbeat([id!], LEASE)).toEqual([])
+      expect((yield* rowOf(jobs, id!)).lease_expires_at?.getTime()).toBe(now.getTime() + 120_000 + 30_000)
+    }))
+
+  it.effect("Retry at a computed time: pending again, not claimable before, last_error kept; dead-letter: status failed", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [r, d] = yield* insertJobs(jobs, 2, now)
+      const queue = yield* JobQueue.make(jobs)
+      yield* queue.claim(2, LEASE)
+      expect(yield* queue.retry(r!, Duration.minutes(5), "The receiver answered 503.")).toBe(true)
+      expect(yield* queue.deadLetter(d!, "x".repeat(2000))).toBe(true)
+      const retried = yield* rowOf(jobs, r!)
+      expect(retried).toMatchObject({ status: "pending", lease_owner: null, lease_expires_at: null, attempts: 1, last_error: "The receiver answered 503." })
+      expect(retried.next_attempt_at.getTime()).toBe(now.getTime() + 300_000)
+      const dead = yield* rowOf(jobs, d!)
+      expect(dead.status).toBe("failed")
+      expect(dead.last_error).toHaveLength(JobQueue.MAX_ERROR_LENGTH)
+      yield* TestClock.adjust(Duration.millis(299_999))
+      expect(yield* queue.claim(5, LEASE)).toEqual([])
+      yield* TestClock.adjust(Duration.millis(1))
+      expect((yield* queue.claim(5, LEASE)).map((job) => [job.id, job.attempt])).toEqual([[r, 2]])
+      expect(yield* queue.nextDue).toEqual(Option.some(new Date(now.getTime() + 300_000 + 30_000)))
+    }))
+
+  it.effect("Finishing in one statement: extra columns of the row and an alongside statement are written with the state change; the alongside statement runs even when the lease was lost", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`ALTER TABLE ${jobs.table} ADD COLUMN finished_note text`)
+      yield* sql.unsafe(`CREATE TABLE ${jobs.table}_log (job_id uuid NOT NULL, note text NOT NULL)`)
+      const log = (id: string, note: string) => sql`INSERT INTO ${sql(`${jobs.table}_log`)} (job_id, note) VALUES (${id}, ${note})`
+      const [a, b] = yield* insertJobs(jobs, 2, now)
+      const queue = yield* JobQueue.make(jobs, "owner")
+      yield* queue.claim(2, LEASE)
+      expect(yield* queue.complete(a!, { set: { finished_note: "done well" }, alongside: log(a!, "completed") })).toBe(true)
+      expect(yield* queue.retry(b!, "1 minute", "later", { alongside: log(b!, "retried") })).toBe(true)
+      const other = yield* JobQueue.make(jobs, "not-the-owner")
+      expect(yield* other.deadLetter(b!, "stolen", { set: { finished_note: "no" }, alongside: log(b!, "late attempt") })).toBe(false)
+      const rows = yield* sql<{ id: string; status: string; finished_note: string | null }>`
+        SELECT id, status, finished_note FROM ${sql(jobs.table)} ORDER BY label`
+      expect(rows).toEqual([
+        { id: a, status: "done", finished_note: "done well" },
+        { id: b, status: "pending", finished_note: null }
+      ])
+      const logged = yield* sql<{ job_id: string; note: string }>`SELECT job_id, note FROM ${sql(`${jobs.table}_log`)}`
+      expect(new Set(logged.map((r) => `${r.job_id}:${r.note}`))).toEqual(new Set([`${a}:completed`, `${b}:retried`, `${b}:late attempt`]))
+    }))
+
+  it.effect("Replay: a failed or completed job is queued again, due now, same id, fresh attempt count; a pending one is left alone", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable("delivered")
+      const [ok, bad, waiting] = yield* insertJobs(jobs, 3, now)
+      const queue = yield* JobQueue.make(jobs)
+      yield* queue.claim(2, LEASE)
+      yield* queue.complete(ok!)
+      yield* queue.deadLetter(bad!, "gone")
+      expect((yield* rowOf(jobs, ok!)).status).toBe("delivered")
+      yield* TestClock.adjust(Duration.hours(1))
+      expect(yield* JobQueue.replay(jobs, ok!)).toBe("queued")
+      expect(yield* JobQueue.replay(jobs, bad!)).toBe("queued")
+      expect(yield* JobQueue.replay(jobs, waiting!)).toBe("already_pending")
+      expect(yield* JobQueue.replay(jobs, "00000000-0000-4000-8000-000000000000")).toBe("not_found")
+      const replayed = yield* rowOf(jobs, bad!)
+      expect(replayed).toMatchObject({ status: "pending", attempts: 0, last_error: "gone" })
+      expect(replayed.next_attempt_at.getTime()).toBe(now.getTime() + 3_600_000)
+      const claimed = yield* queue.claim(5, LEASE)
+      expect(new Set(claimed.map((job) => job.id))).toEqual(new Set([ok, bad, waiting]))
+      expect(claimed.find((job) => job.id === bad)?.attempt).toBe(1)
+    }))
+
+  it.effect("Replay with assignments: the table's own columns change with the replay; a pending job keeps them; controls replay without the services in context", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`ALTER TABLE ${jobs.table} ADD COLUMN replays integer NOT NULL DEFAULT 0`)
+      const [failed, waiting] = yield* insertJobs(jobs, 2, now)
+      const queue = yield* JobQueue.make(jobs)
+      yield* queue.claim(1, LEASE)
+      yield* queue.deadLetter(failed!, "gone")
+      const controls = yield* JobQueue.controls(jobs)
+      const replays = (id: string) =>
+        sql<{ replays: number }>`SELECT replays FROM ${sql(jobs.table)} WHERE id = ${id}`.pipe(Effect.map((rows) => rows[0]!.replays))
+      const assignments = sql`replays = replays + 1`
+      // No SqlClient or Notifier in this effect's context: controls carry their own.
+      const replay = (id: string) =>
+        controls.replay(id, { assignments }).pipe(Effect.mapInputContext((_: Context.Context<never>) => Context.empty()))
+      expect(yield* replay(failed!)).toBe("queued")
+      expect(yield* replay(waiting!)).toBe("already_pending")
+      expect([yield* replays(failed!), yield* replays(waiting!)]).toEqual([1, 0])
+      expect(yield* rowOf(jobs, failed!)).toMatchObject({ status: "pending", attempts: 0, lease_owner: null })
+    }))
+
+  it.effect("Release: leases given back with their attempt, claimable by another replica at once", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const ids = yield* insertJobs(jobs, 3, now)
+      const a = yield* JobQueue.make(jobs, "a")
+      const b = yield* JobQueue.make(jobs, "b")
+      yield* a.claim(3, LEASE)
+      expect(yield* b.release(ids)).toBe(0)
+      expect(yield* a.release(ids)).toBe(3)
+      const claimed = yield* b.claim(3, LEASE)
+      expect(claimed.map((job) => job.attempt)).toEqual([1, 1, 1])
+    }))
+
+  it.effect("Restart on an embedded database: leases of other processes (dead ones) are taken back at once, this process's are kept", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [dead, mine] = yield* insertJobs(jobs, 2, now)
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE ${sql(jobs.table)} SET lease_owner = 'old-host:4242:abcdef', lease_expires_at = ${new Date(now.getTime() + 60_000)},
+        attempts = 1 WHERE id = ${dead!}`
+      yield* sql`UPDATE ${sql(jobs.table)} SET lease_owner = ${JobQueue.makeOwner()}, lease_expires_at = ${new Date(now.getTime() + 60_000)},
+        attempts = 1 WHERE id = ${mine!}`
+      expect(yield* JobQueue.releaseOtherProcesses(jobs)).toBe(1)
+      expect(yield* rowOf(jobs, dead!)).toMatchObject({ lease_owner: null, lease_expires_at: null, attempts: 1 })
+      expect((yield* rowOf(jobs, mine!)).lease_owner).not.toBeNull()
+      const claimed = yield* (yield* JobQueue.make(jobs)).claim(5, LEASE)
+      expect(claimed.map((job) => [job.id, job.attempt])).toEqual([[dead, 2]])
+    }))
+
+  it.effect("A stored row that cannot be decoded is dead-lettered instead of being claimed forever", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const plain = yield* makeTable()
+      const jobs = JobQueue.table({ table: plain.table, row: Schema.Struct({ label: Schema.NumberFromString }) })
+      const [bad] = yield* insertJobs(plain, 1, now, "not-a-number")
+      const queue = yield* JobQueue.make(jobs)
+      expect(yield* queue.claim(5, LEASE)).toEqual([])
+      expect(yield* rowOf(plain, bad!)).toMatchObject({ status: "failed", last_error: "The stored job could not be read." })
+    }))
+
+  it.effect("Runner: a retried job runs again exactly when its delay ends (5 s), not before", () =>
+    Effect.gen(function*() {
+      yield* realisticNow
+      const jobs = yield* makeTable()
+      const times: Array<number> = []
+      const runner = yield* JobQueue.run(jobs, (job) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          times.push(now)
+          return job.attempt === 1
+            ? JobQueue.JobResult.Retry({ delay: Duration.seconds(5), error: "try later" })
+            : JobQueue.JobResult.Complete({})
+        }), { pollInterval: Duration.hours(1) }).pipe(Effect.fork)
+      yield* pause(50)
+      const [id] = yield* insertJobs(jobs, 1, new Date(yield* Clock.currentTimeMillis))
+      yield* JobQueue.wake(jobs)
+      yield* eventually(Effect.sync(() => times.length === 1))
+      yield* advance(Duration.seconds(4))
+      expect(times).toHaveLength(1)
+      yield* advance(Duration.seconds(2))
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.status === "done"))
+      expect(times[1]! - times[0]!).toBe(5_000)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Runner: a job whose worker died (lease never renewed) is run by another runner once the lease expires", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      // The "killed" worker: claimed, then nothing (no heartbeat, no release).
+      yield* (yield* JobQueue.make(jobs, "killed")).claim(1, LEASE)
+      const attempts: Array<number> = []
+      const runner = yield* JobQueue.run(jobs, (job) =>
+        Effect.sync(() => {
+          attempts.push(job.attempt)
+          return JobQueue.JobResult.Complete({})
+        }), { pollInterval: Duration.hours(1), lease: LEASE, reclaimOnPglite: false }).pipe(Effect.fork)
+      yield* advance(Duration.seconds(29))
+      expect(attempts).toEqual([])
+      yield* advance(Duration.seconds(2))
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.status === "done"))
+      expect(attempts).toEqual([2])
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Runner: the heartbeat keeps a long job's lease (2 minutes with a 30 s lease) and it completes once", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      let runs = 0
+      const runner = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => runs++).pipe(
+          Effect.zipRight(Effect.sleep(Duration.minutes(2))),
+          Effect.as(JobQueue.JobResult.Complete({}))
+        ), { pollInterval: Duration.hours(1), lease: LEASE }).pipe(Effect.fork)
+      yield* JobQueue.wake(jobs)
+      yield* eventually(Effect.sync(() => runs === 1))
+      const other = yield* JobQueue.make(jobs, "other")
+      for (let second = 10; second < 120; second += 10) {
+        yield* advance(Duration.seconds(10))
+        expect(yield* other.claim(1, LEASE)).toEqual([])
+      }
+      yield* advance(Duration.seconds(11))
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.status === "done"))
+      expect(runs).toBe(1)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Runner: a job whose lease was taken over (its worker stalled past the lease) is stopped at the next heartbeat and cannot store a result", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      let started = false
+      let interrupted = false
+      const runner = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => {
+          started = true
+        }).pipe(
+          Effect.zipRight(Effect.never),
+          Effect.onInterrupt(() => Effect.sync(() => {
+            interrupted = true
+          }))
+        ), { pollInterval: Duration.hours(1), lease: LEASE }).pipe(Effect.fork)
+      yield* JobQueue.wake(jobs)
+      yield* eventually(Effect.sync(() => started))
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE ${sql(jobs.table)} SET lease_owner = 'thief' WHERE id = ${id}`
+      yield* advance(Duration.seconds(11))
+      yield* eventually(Effect.sync(() => interrupted))
+      expect(yield* rowOf(jobs, id!)).toMatchObject({ status: "pending", lease_owner: "thief" })
+      yield* Fiber.interrupt(runner)
+      expect((yield* rowOf(jobs, id!)).lease_owner).toBe("thief")
+    }))
+})
+
+// The real-clock suite runs without test services, so silence the handler-failure logs it provokes.
+const quiet = Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None))
+
+layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) => {
+  it.effect("Concurrent claimers (12 at once, batches of 7) never take the same row, and together take every row", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const ids = yield* insertJobs(jobs, 300, new Date(Date.now() - 1000))
+      const claimers = Array.from({ length: 12 }, (_, i) =>
+        Effect.gen(function*() {
+          const queue = yield* JobQueue.make(jobs, `claimer-${i}`)
+          const mine: Array<string> = []
+          while (true) {
+            const batch = yield* queue.claim(7, LEASE)
+            if (batch.length === 0) return mine
+            mine.push(...batch.map((job) => job.id))
+          }
+        }))
+      const taken = (yield* Effect.all(claimers, { concurrency: "unbounded" })).flat()
+      expect(taken).toHaveLength(ids.length)
+      expect(new Set(taken)).toEqual(new Set(ids))
+    }))
+
+  it.effect("Several runners share the work: 200 jobs over 3 runners, each job run exactly once", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const ids = yield* insertJobs(jobs, 200, new Date(Date.now() - 1000))
+      const runs = new Map<string, number>()
+      const byRunner = [0, 0, 0]
+      const runners = yield* Effect.forEach([0, 1, 2], (r) =>
+        JobQueue.run(jobs, (job) =>
+          Effect.sleep(Duration.millis(2)).pipe(
+            Effect.zipRight(Effect.sync(() => {
+              runs.set(job.id, (runs.get(job.id) ?? 0) + 1)
+              byRunner[r]!++
+            })),
+            Effect.as(JobQueue.JobResult.Complete({}))
+          ), { concurrency: 4, pollInterval: Duration.millis(200) }).pipe(Effect.fork))
+      yield* eventually(Effect.map(rowsOf(jobs), (rows) => rows.every((row) => row.status === "done")), Duration.seconds(20))
+      yield* Effect.forEach(runners, Fiber.interrupt)
+      expect(runs.size).toBe(ids.length)
+      expect([...runs.values()].every((count) => count === 1)).toBe(true)
+      expect(byRunner.filter((count) => count > 0).length).toBeGreaterThan(1)
+    }))
+
+  it.effect("Wake-up: with a one-hour poll, NOTIFY from the inserting transaction starts the job at once", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const jobs = yield* makeTable()
+      const started: Array<number> = []
+      const runner = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => started.push(Date.now())).pipe(Effect.as(JobQueue.JobResult.Complete({}))), {
+        pollInterval: Duration.hours(1)
+      }).pipe(Effect.fork)
+      yield* Effect.sleep(Duration.millis(300))
+      const sent = Date.now()
+      yield* sql.withTransaction(Effect.zipRight(insertJobs(jobs, 1, new Date(Date.now() - 1000)), JobQueue.wake(jobs)))
+      yield* eventually(Effect.sync(() => started.length === 1), Duration.seconds(3))
+      expect(started[0]! - sent).toBeLessThan(1000)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Wake-up: a job due in 800 ms runs when it is due, with no further notification and a one-hour poll", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const started: Array<number> = []
+      const runner = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => started.push(Date.now())).pipe(Effect.as(JobQueue.JobResult.Complete({}))), {
+        pollInterval: Duration.hours(1)
+      }).pipe(Effect.fork)
+      yield* Effect.sleep(Duration.millis(300))
+      const due = Date.now() + 800
+      yield* insertJobs(jobs, 1, new Date(due))
+      yield* JobQueue.wake(jobs)
+      yield* eventually(Effect.sync(() => started.length === 1), Duration.seconds(3))
+      expect(started[0]!).toBeGreaterThanOrEqual(due)
+      expect(started[0]! - due).toBeLessThan(500)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Clean shutdown: a running job may finish within the grace period and is stored as done", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      let started = false
+      const runner = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => {
+          started = true
+        }).pipe(Effect.zipRight(Effect.sleep(Duration.millis(300))), Effect.as(JobQueue.JobResult.Complete({}))), {
+        shutdownGrace: Duration.seconds(5),
+        pollInterval: Duration.millis(100)
+      }).pipe(Effect.fork)
+      yield* eventually(Effect.sync(() => started))
+      yield* Fiber.interrupt(runner)
+      expect(yield* rowOf(jobs, id!)).toMatchObject({ status: "done", lease_owner: null, attempts: 1 })
+    }))
+
+  it.effect("Clean shutdown: an interrupted worker releases its leases (attempt given back) and another replica picks the job up at once", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      let stuck = false
+      const first = yield* JobQueue.run(jobs, () =>
+        Effect.sync(() => {
+          stuck = true
+        }).pipe(Effect.zipRight(Effect.never)), { shutdownGrace: Duration.millis(100), pollInterval: Duration.millis(100), lease: Duration.minutes(10) })
+        .pipe(Effect.fork)
+      yield* eventually(Effect.sync(() => stuck))
+      const picked: Array<{ readonly at: number; readonly attempt: number }> = []
+      const second = yield* JobQueue.run(jobs, (job) =>
+        Effect.sync(() => picked.push({ at: Date.now(), attempt: job.attempt })).pipe(
+          Effect.as(JobQueue.JobResult.Complete({}))
+        ), { pollInterval: Duration.hours(1) }).pipe(Effect.fork)
+      yield* Effect.sleep(Duration.millis(300))
+      const stopped = Date.now()
+      yield* Fiber.interrupt(first)
+      yield* eventually(Effect.sync(() => picked.length === 1), Duration.seconds(3))
+      // Long before the 10-minute lease would have expired: the release woke the other runner.
+      expect(picked[0]!.at - stopped).toBeLessThan(1500)
+      expect(picked[0]!.attempt).toBe(1)
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.status === "done"))
+      yield* Fiber.interrupt(second)
+    }))
+
+  it.effect("A runner survives a failing database (its table gone for a while): it backs off, keeps trying, and runs the jobs once it is back", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const jobs = yield* makeTable()
+      const runs: Array<string> = []
+      const runner = yield* JobQueue.run(jobs, (job) =>
+        Effect.sync(() => runs.push(job.id)).pipe(Effect.as(JobQueue.JobResult.Complete({}))), {
+        pollInterval: Duration.millis(100)
+      }).pipe(Effect.fork)
+      yield* Effect.sleep(Duration.millis(200))
+      yield* sql.unsafe(`ALTER TABLE ${jobs.table} RENAME TO ${jobs.table}_away`)
+      yield* Effect.sleep(Duration.millis(700))
+      yield* sql.unsafe(`ALTER TABLE ${jobs.table}_away RENAME TO ${jobs.table}`)
+      const [id] = yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      yield* eventually(Effect.sync(() => runs.length === 1), Duration.seconds(10))
+      expect(runs).toEqual([id])
+      expect(runner.unsafePoll()).toBeNull()
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("A handler that dies is retried after the defect delay, with a generic last_error", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      const runner = yield* JobQueue.run(jobs, () => Effect.dieMessage("boom"), { pollInterval: Duration.millis(100) })
+        .pipe(Effect.fork)
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.last_error !== null))
+      const row = yield* rowOf(jobs, id!)
+      expect(row).toMatchObject({ status: "pending", attempts: 1, lease_owner: null, last_error: "The job failed unexpectedly." })
+      expect(row.next_attempt_at.getTime() - Date.now()).toBeGreaterThan(25_000)
+      yield* Fiber.interrupt(runner)
+    }))
+})
+
+describe("JobQueue.defectDelay", () => {
+  it("doubles from 30 s and stops at one hour", () => {
+    expect([1, 2, 3, 8, 50].map((n) => Duration.toMillis(JobQueue.defectDelay(n)))).toEqual([30_000, 60_000, 120_000, 3_600_000, 3_600_000])
+  })
+})
