@@ -1,0 +1,19 @@
+/**
+ * The webhook delivery worker as the server runs it (ROLE all|worker): 32
+ * deliveries at once per replica, 30 s leases kept by a heartbeat, woken by
+ * the fan-out's NOTIFY; on the embedded database the leases of a crashed
+ * previous run are taken back at start.
+ */
+import type { Egress } from "@crm-relay/bridge"
+import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
+import type { Notifier } from "@crm-relay/store"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as Workers from "./Workers.js"
+
+/** The webhook delivery worker. */
+export const deliveryWorker: Workers.Worker<
+  Egress | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
+> = {
+  name: "webhook-delivery",
+  run: DeliveryWorker.run()
+}

@@ -1,0 +1,179 @@
+/**
+ * Every setting of crm-relay, read through Effect `Config` from the
+ * environment — the one place that lists them. `table` (name, default,
+ * meaning) is what the README's configuration table is generated from or
+ * checked against. Secrets are `Redacted` from the moment they are read.
+ */
+import { Config, ConfigError, Either, LogLevel, Option, Redacted } from "effect"
+
+/** A documented setting. */
+export interface Setting {
+  readonly name: string
+  /** The default as an operator reads it ("unset" when there is none). */
+  readonly default: string
+  readonly description: string
+  readonly secret: boolean
+}
+
+/** Every setting, in README order. */
+export const table: ReadonlyArray<Setting> = [
+  { name: "PORT", default: "8080", description: "Port of the public Event API.", secret: false },
+  { name: "ADMIN_PORT", default: "8081", description: "Port of the internal API (and Integrations area).", secret: false },
+  {
+    name: "ADMIN_HOST",
+    default: "127.0.0.1",
+    description: "Interface the internal API binds to; keep it private.",
+    secret: false
+  },
+  {
+    name: "ADMIN_TOKEN",
+    default: "generated into DATA_DIR/admin-token and printed once",
+    description: "Bearer token of the internal API (and of the CLI talking to a running server).",
+    secret: true
+  },
+  {
+    name: "DATABASE_URL",
+    default: "unset (embedded PGlite in DATA_DIR)",
+    description: "PostgreSQL connection string; unset runs an embedded PostgreSQL (PGlite).",
+    secret: true
+  },
+  {
+    name: "DATABASE_POOL_SIZE",
+    default: "10",
+    description: "Maximum PostgreSQL connections per replica (ignored by PGlite, which is one session).",
+    secret: false
+  },
+  {
+    name: "DATA_DIR",
+    default: "./.data",
+    description: "Directory of the embedded database, the generated admin token and other local state.",
+    secret: false
+  },
+  {
+    name: "MASTER_KEY",
+    default: "development: generated into DATA_DIR, with a warning",
+    description: "32-byte base64 key encrypting bridge credentials at rest.",
+    secret: true
+  },
+  {
+    name: "MASTER_KEY_PREVIOUS",
+    default: "unset",
+    description: "While MASTER_KEY changes: the old key(s), comma-separated, so data keys wrapped under them still open (see master-key rotate).",
+    secret: true
+  },
+  { name: "ROLE", default: "all", description: "What this replica runs: all, api (HTTP only) or worker (workers only).", secret: false },
+  { name: "LOG_LEVEL", default: "Info", description: "Minimum log level: All, Trace, Debug, Info, Warning, Error, Fatal or None.", secret: false },
+  {
+    name: "EGRESS_ALLOW_PRIVATE",
+    default: "unset",
+    description: "CIDR list outbound calls may reach despite being private (development and tests only; logged as a warning).",
+    secret: false
+  },
+  {
+    name: "NODE_EXTRA_CA_CERTS",
+    default: "unset",
+    description: "Node's own variable: extra CA certificates to trust (how tests trust a loopback bridge).",
+    secret: false
+  }
+]
+
+const describe = (name: string) => table.find((s) => s.name === name)?.description ?? name
+
+/** A redacted setting where an empty value counts as unset. */
+const optionalSecret = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.map(Option.filter((value) => Redacted.value(value).trim() !== "")),
+    Config.withDescription(describe(name))
+  )
+
+/** What this replica runs. */
+export type Role = "all" | "api" | "worker"
+
+/** A TCP port; 0 asks the system for a free one (tests, several local servers). */
+const listenPort = (name: string) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a port from 0 to 65535`, validation: (n) => n >= 0 && n <= 65535 })
+  )
+
+/** The public Event API's port. */
+export const port = listenPort("PORT").pipe(Config.withDefault(8080), Config.withDescription(describe("PORT")))
+/** The internal API's port. */
+export const adminPort = listenPort("ADMIN_PORT").pipe(Config.withDefault(8081), Config.withDescription(describe("ADMIN_PORT")))
+/** The internal API's interface. */
+export const adminHost = Config.string("ADMIN_HOST").pipe(
+  Config.withDefault("127.0.0.1"),
+  Config.withDescription(describe("ADMIN_HOST"))
+)
+/** The internal API's bearer token, when configured. */
+export const adminToken = optionalSecret("ADMIN_TOKEN")
+/** The PostgreSQL URL, when configured. */
+export const databaseUrl = optionalSecret("DATABASE_URL")
+/** The PostgreSQL pool size. */
+export const databasePoolSize = Config.integer("DATABASE_POOL_SIZE").pipe(
+  Config.validate({ message: "DATABASE_POOL_SIZE must be from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 }),
+  Config.withDefault(10),
+  Config.withDescription(describe("DATABASE_POOL_SIZE"))
+)
+/** Local state directory. */
+export const dataDir = Config.string("DATA_DIR").pipe(Config.withDefault("./.data"), Config.withDescription(describe("DATA_DIR")))
+/** Credentials-at-rest key (used by the call pipeline). */
+export const masterKey = optionalSecret("MASTER_KEY")
+/** Previous master keys, while the master key changes. */
+export const masterKeyPrevious = optionalSecret("MASTER_KEY_PREVIOUS")
+/** This replica's role. */
+export const role = Config.literal("all", "api", "worker")("ROLE").pipe(
+  Config.withDefault<Role>("all"),
+  Config.withDescription(describe("ROLE"))
+)
+const logLevels: Readonly<Record<string, LogLevel.LogLevel>> = {
+  all: LogLevel.All,
+  trace: LogLevel.Trace,
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warning: LogLevel.Warning,
+  warn: LogLevel.Warning,
+  error: LogLevel.Error,
+  fatal: LogLevel.Fatal,
+  none: LogLevel.None,
+  off: LogLevel.None
+}
+
+/** Minimum log level (Effect's names or labels, any case). */
+export const logLevel = Config.string("LOG_LEVEL").pipe(
+  Config.mapOrFail((text) => {
+    const level = logLevels[text.trim().toLowerCase()]
+    return level === undefined
+      ? Either.left(ConfigError.InvalidData([], `LOG_LEVEL must be one of All, Trace, Debug, Info, Warning, Error, Fatal, None; got "${text}"`))
+      : Either.right(level)
+  }),
+  Config.withDefault(LogLevel.Info),
+  Config.withDescription(describe("LOG_LEVEL"))
+)
+/** Private ranges egress may reach (read by `@crm-relay/bridge`'s egress Layer). */
+export const egressAllowPrivate = Config.option(Config.string("EGRESS_ALLOW_PRIVATE")).pipe(
+  Config.withDescription(describe("EGRESS_ALLOW_PRIVATE"))
+)
+/** Node's extra CA file (Node reads it itself at startup; listed for completeness). */
+export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS")).pipe(
+  Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
+)
+
+/** The settings `serve` needs. */
+export const Settings = Config.all({
+  port,
+  adminPort,
+  adminHost,
+  adminToken,
+  databaseUrl,
+  databasePoolSize,
+  dataDir,
+  masterKey,
+  masterKeyPrevious,
+  role,
+  logLevel
+})
+export type Settings = Config.Config.Success<typeof Settings>
+
+/** The settings the CLI needs to find the database or the running server. */
+export const CliSettings = Config.all({ adminToken, databaseUrl, databasePoolSize, dataDir, logLevel, masterKey, masterKeyPrevious })
+export type CliSettings = Config.Config.Success<typeof CliSettings>

@@ -1,0 +1,142 @@
+/**
+ * The post-call part of the internal API: call outcomes, the accounts'
+ * routing rules, and the CRM push jobs the operator watches and replays.
+ *
+ * - `POST /v1/calls/{callId}/outcome` → 202 `OutcomeAccepted`. The same call
+ *   id with the same body again → 202 with `duplicate: true` (nothing new is
+ *   queued); with a different body → 409. A body that fails validation → 400
+ *   naming the field; an unknown `account_id` → 404.
+ * - `GET /v1/calls/{callId}/outcome` → the stored outcome, its route and the
+ *   push job with its receipts.
+ * - `GET|PUT /v1/accounts/{id}/routing` → `{crm_push, classifications}`.
+ * - `GET /v1/crm-pushes?status=failed|pending|succeeded&account=ID&limit=N`,
+ *   `GET /v1/crm-pushes/{id}`, `POST /v1/crm-pushes/{id}/replay`.
+ *
+ * The groups get the admin-token middleware where InternalApi adds them
+ * (importing it here would be an import cycle).
+ */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { CallOutcome, CrmPushJobs, CrmPushReceipts, Outcomes, Routing } from "@crm-relay/calls"
+import { Events } from "@crm-relay/contract"
+import { Schema } from "effect"
+
+/** 409: the call already has a different outcome. */
+export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("OutcomeConflict", { error: Schema.String }) {
+  static readonly wire = Events.errorObject(this, 409, "The call already has a different outcome; an outcome is accepted once per call.")
+}
+
+/**
+ * A push job as the operator sees it: the stored job with its times as ISO
+ * strings, whether a failure was a stop or a dead letter, and, when one job
+ * is read, its stored steps.
+ */
+export const PushJobView = Schema.Struct({
+  ...CrmPushJobs.PushJob.fields,
+  /** `stopped` (Conflict, Auth, Permanent, NotSupported, NotConfigured) or `dead_lettered` (retries ran out). */
+  failure: Schema.NullOr(Schema.Literal("stopped", "dead_lettered")),
+  next_attempt_at: Schema.String,
+  created_at: Schema.String,
+  updated_at: Schema.String,
+  finished_at: Schema.NullOr(Schema.String),
+  receipts: Schema.optionalWith(Schema.Array(CrmPushReceipts.StoredStep), { exact: true })
+}).annotations({ identifier: "PushJobView" })
+export type PushJobView = typeof PushJobView.Type
+
+/** GET /v1/calls/{callId}/outcome. */
+export const OutcomeView = Schema.Struct({
+  call_id: Schema.String,
+  account_id: Schema.String,
+  tenant_id: Schema.String,
+  classification: Schema.String,
+  route: Outcomes.RouteName,
+  route_reason: Schema.String,
+  event: Schema.NullOr(Schema.Struct({
+    kind: Schema.Literal("lead", "booking"),
+    deliveries: Schema.Int,
+    fanned_out_at: Schema.String
+  })),
+  received_at: Schema.String,
+  outcome: Schema.Unknown,
+  push: Schema.NullOr(PushJobView)
+}).annotations({ identifier: "OutcomeView" })
+export type OutcomeView = typeof OutcomeView.Type
+
+/** `status` filter of the push job listing: comma-separated statuses, `failed` by default. */
+export const PushListParams = Schema.Struct({
+  status: Schema.optionalWith(
+    Schema.String.pipe(
+      Schema.pattern(/^(pending|succeeded|failed)(,(pending|succeeded|failed))*$/, {
+        message: () => "status must be pending, succeeded or failed (comma-separated)"
+      })
+    ),
+    { exact: true }
+  ),
+  account: Schema.optionalWith(Schema.String, { exact: true }),
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)), { exact: true })
+})
+
+/** POST /v1/crm-pushes/{id}/replay answer. */
+export const ReplayAnswer = Schema.Struct({
+  id: Schema.String,
+  /** `queued`: pending again, due now; `already_pending`: it was waiting or running, left as it is. */
+  outcome: Schema.Literal("queued", "already_pending")
+})
+
+/** Call outcomes. */
+export class OutcomesGroup extends HttpApiGroup.make("outcomes")
+  .add(
+    HttpApiEndpoint.post("accept", "/v1/calls/:callId/outcome")
+      .setPath(Schema.Struct({ callId: CallOutcome.CallId }))
+      .setPayload(CallOutcome.CallOutcome)
+      .addSuccess(Outcomes.Accepted, { status: 202 })
+      .addError(Events.BadRequest.wire)
+      .addError(Events.NotFound.wire)
+      .addError(OutcomeConflict.wire)
+  )
+  .add(
+    HttpApiEndpoint.get("find", "/v1/calls/:callId/outcome")
+      .setPath(Schema.Struct({ callId: Schema.String }))
+      .addSuccess(OutcomeView)
+      .addError(Events.NotFound.wire)
+  )
+{}
+
+/** Routing rules per account. */
+export class RoutingGroup extends HttpApiGroup.make("routing")
+  .add(
+    HttpApiEndpoint.get("get", "/v1/accounts/:id/routing")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Routing.RoutingRules)
+      .addError(Events.NotFound.wire)
+  )
+  .add(
+    HttpApiEndpoint.put("set", "/v1/accounts/:id/routing")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(Routing.RoutingRulesPatch)
+      .addSuccess(Routing.RoutingRules)
+      .addError(Events.BadRequest.wire)
+      .addError(Events.NotFound.wire)
+  )
+{}
+
+/** CRM push jobs: what failed, and replay. */
+export class PushesGroup extends HttpApiGroup.make("pushes")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/crm-pushes")
+      .setUrlParams(PushListParams)
+      .addSuccess(Schema.Struct({ pushes: Schema.Array(PushJobView) }))
+      .addError(Events.BadRequest.wire)
+  )
+  .add(
+    HttpApiEndpoint.get("find", "/v1/crm-pushes/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(PushJobView)
+      .addError(Events.NotFound.wire)
+  )
+  .add(
+    HttpApiEndpoint.post("replay", "/v1/crm-pushes/:id/replay")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(ReplayAnswer, { status: 202 })
+      .addError(Events.NotFound.wire)
+  )
+{}

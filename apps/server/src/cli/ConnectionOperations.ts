@@ -1,0 +1,152 @@
+/**
+ * What the CLI does to bridge connections and the master key, behind one
+ * tag with two Layers (chosen by DataAccess): directly on the database —
+ * with this process's MASTER_KEY and egress — or through the running
+ * server's internal API, which then uses its own.
+ */
+import { Connections } from "@crm-relay/calls"
+import type { Operations } from "@crm-relay/contract"
+import { Migrations, Vault } from "@crm-relay/store"
+import { Context, Effect, Layer } from "effect"
+import { AdminError, unknownAccount } from "../AdminError.js"
+import type { ConnectionRequest, RotationAnswer } from "../api/ConnectionsApi.js"
+import { toSettings } from "../api/ConnectionsApiLive.js"
+import * as BridgeLayers from "../BridgeLayers.js"
+import * as ConnectionsLayers from "../ConnectionsLayers.js"
+import * as MasterKey from "../MasterKey.js"
+import type { CliSettings } from "../Settings.js"
+import * as DataAccess from "./DataAccess.js"
+
+/** Connection and master-key operations for the CLI. */
+export class ConnectionOperations extends Context.Tag("@crm-relay/server/ConnectionOperations")<ConnectionOperations, {
+  /** Runs the capabilities check with `request` and stores the connection when it passes. */
+  readonly set: (
+    accountId: string,
+    tenantId: string,
+    request: ConnectionRequest
+  ) => Effect.Effect<Operations.CapabilitiesResponse, AdminError>
+  /** Runs the capabilities check on the stored connection and stores the capabilities. */
+  readonly test: (accountId: string, tenantId: string) => Effect.Effect<Operations.CapabilitiesResponse, AdminError>
+  /** Re-seals every secret under a new data key. */
+  readonly rotate: Effect.Effect<RotationAnswer, AdminError>
+}>() {}
+
+/** The CLI flag of a connection-form field, so a refusal points at what to fix on the command line. */
+export const FLAGS: Readonly<Record<string, string>> = {
+  transport: "--transport",
+  url: "--url",
+  tenant: "--tenant",
+  "auth.key": "--api-key",
+  "auth.token_url": "--token-url",
+  "auth.client_id": "--client-id",
+  "auth.client_secret": "--client-secret",
+  "auth.scope": "--scope"
+}
+
+const invalid = (field: string | undefined, message: string) =>
+  new AdminError({ message: field === undefined ? message : `${FLAGS[field] ?? field}: ${message}` })
+
+const explain = (error: Connections.ConnectError | Connections.ConnectionNotFound): AdminError => {
+  switch (error._tag) {
+    case "AccountNotFound":
+      return unknownAccount(error.accountId)
+    case "InvalidConnection":
+      return invalid(error.field, error.message)
+    case "CheckFailed":
+      return new AdminError({
+        message: error.reason === "unreachable" ? `${error.message} Nothing was stored; try again later.` : `${error.message} Nothing was stored.`
+      })
+    default:
+      return new AdminError({ message: error.message })
+  }
+}
+
+const defect = (cause: unknown) =>
+  Effect.fail(new AdminError({ message: `The command failed: ${cause instanceof Error ? cause.message : String(cause)}.` }))
+
+const answer = (report: Vault.RotationReport, masterKeyId: string): RotationAnswer => ({
+  key_id: report.keyId,
+  master_key_id: masterKeyId,
+  resealed: report.resealed,
+  undecryptable: report.undecryptable,
+  deleted_keys: report.deletedKeys
+})
+
+/** On the database of the context (migrated first), with the master keys of `settings`. */
+export const layerDirect = (settings: CliSettings) =>
+  Layer.unwrapEffect(
+    Effect.map(
+      MasterKey.resolve(settings).pipe(Effect.mapError((error) => new AdminError({ message: error.message }))),
+      (keys) =>
+        Layer.effect(
+          ConnectionOperations,
+          Effect.gen(function*() {
+            const connections = yield* Connections.Connections
+            const vault = yield* Vault.Vault
+            return ConnectionOperations.of({
+              set: (accountId, tenantId, request) =>
+                connections.set(accountId, tenantId, toSettings(request)).pipe(
+                  Effect.mapError(explain),
+                  Effect.catchAllDefect(defect)
+                ),
+              test: (accountId, tenantId) =>
+                connections.test(accountId, tenantId).pipe(Effect.mapError(explain), Effect.catchAllDefect(defect)),
+              rotate: vault.rotate().pipe(
+                Effect.map((report) => answer(report, vault.masterKeyId)),
+                Effect.mapError((error) => new AdminError({ message: error.message })),
+                Effect.catchAllDefect(defect)
+              )
+            })
+          })
+        ).pipe(
+          Layer.provide(ConnectionsLayers.layer(keys)),
+          Layer.provide(BridgeLayers.Live),
+          Layer.provide(Migrations.layer),
+          Layer.catchAll((error) =>
+            Layer.fail(
+              error._tag === "VaultError"
+                ? new AdminError({ message: error.message })
+                : error._tag === "MigrationError"
+                ? new AdminError({ message: `Migrations failed: ${error.message}` })
+                : error._tag === "SqlError"
+                ? new AdminError({ message: `The database failed: ${error.message}.` })
+                : new AdminError({ message: `Invalid configuration: ${String(error)}` })
+            )
+          )
+        )
+    )
+  )
+
+/** Through the internal API of the server at `baseUrl`. */
+export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseUrl, client, failed }) => {
+  const fail = (error: { readonly _tag: string; readonly error?: unknown; readonly field?: unknown }): AdminError => {
+    const sentence = typeof error.error === "string" ? error.error : undefined
+    switch (error._tag) {
+      case "InvalidSettings":
+        return invalid(typeof error.field === "string" ? error.field : undefined, sentence ?? "The request was refused.")
+      case "NotFound":
+      case "ConnectionNotAllowed":
+      case "CheckRefused":
+      case "Unavailable":
+      case "RotationRefused":
+        return new AdminError({ message: sentence ?? `The running server at ${baseUrl} refused the request.` })
+      default:
+        return failed(error)
+    }
+  }
+  const path = (id: string, tenantId: string) => ({ path: { id, tenantId } })
+  return ConnectionOperations.of({
+    set: (accountId, tenantId, request) =>
+      client.connections.set({ ...path(accountId, tenantId), payload: request }).pipe(
+        Effect.map((a) => a.capabilities),
+        Effect.mapError(fail)
+      ),
+    test: (accountId, tenantId) =>
+      client.connections.test(path(accountId, tenantId)).pipe(Effect.map((a) => a.capabilities), Effect.mapError(fail)),
+    rotate: client.masterKey.rotate().pipe(Effect.mapError(fail))
+  })
+})
+
+/** Chooses how to reach the data (see DataAccess). */
+export const layerFromSettings = (settings: CliSettings): Layer.Layer<ConnectionOperations, AdminError> =>
+  DataAccess.layerFromSettings(settings, { direct: layerDirect(settings), remote: layerRemote })

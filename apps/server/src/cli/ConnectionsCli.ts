@@ -1,0 +1,174 @@
+/**
+ * `crm-relay connections set|test` and `crm-relay master-key rotate`.
+ *
+ * Secrets on a command line land in shell history and process listings, so
+ * the API key and the client secret can also come from the environment
+ * (`CONNECTION_API_KEY`, `CONNECTION_CLIENT_SECRET`) or from standard input
+ * (`--api-key -`, `--client-secret -`: the first line read).
+ */
+import { Command, Options } from "@effect/cli"
+import type { Operations } from "@crm-relay/contract"
+import { Config, Effect, Option, Redacted } from "effect"
+import { text } from "node:stream/consumers"
+import { AdminError } from "../AdminError.js"
+import type { ConnectionRequest } from "../api/ConnectionsApi.js"
+import { ConnectionOperations, layerFromSettings } from "./ConnectionOperations.js"
+import * as DataAccess from "./DataAccess.js"
+import { json, print } from "./Output.js"
+
+/** Environment variables that may hold the secret inputs of `connections set`. */
+export const SECRET_ENV = { apiKey: "CONNECTION_API_KEY", clientSecret: "CONNECTION_CLIENT_SECRET" } as const
+
+const withOperations = DataAccess.withOperations(ConnectionOperations, layerFromSettings)
+
+/** The first line of standard input (for `-`). */
+const stdinLine = Effect.tryPromise({
+  try: () => text(process.stdin),
+  catch: () => new AdminError({ message: "Could not read the secret from standard input." })
+}).pipe(Effect.map((input) => Redacted.make(input.split(/\r?\n/)[0]?.trim() ?? "")))
+
+/** A secret from its flag (`-`: standard input), else from the environment. */
+const secretFrom = (flag: Option.Option<Redacted.Redacted<string>>, env: string) =>
+  Option.match(flag, {
+    onSome: (value) => (Redacted.value(value) === "-" ? Effect.map(stdinLine, Option.some) : Effect.succeed(Option.some(value))),
+    onNone: () =>
+      Config.option(Config.redacted(env)).pipe(
+        Effect.map(Option.filter((value) => Redacted.value(value) !== "")),
+        Effect.orElseSucceed(() => Option.none<Redacted.Redacted<string>>())
+      )
+  })
+
+const describe = (capabilities: Operations.CapabilitiesResponse) =>
+  `operations: ${capabilities.operations.join(", ")}; booking closes availability: ${capabilities.booking_closes_availability}`
+
+const account = Options.text("account").pipe(Options.withDescription("Id of the account (a live account: demo and sandbox accounts cannot connect)."))
+const tenant = Options.text("tenant").pipe(Options.withDescription("Id of the client tenant, as the bridge knows it (tenant_id)."))
+
+const set = Command.make(
+  "set",
+  {
+    account,
+    tenant,
+    transport: Options.choice("transport", ["rest", "mcp"]).pipe(
+      Options.withDescription("rest: HTTPS POST per operation under --url; mcp: the MCP tools at --url.")
+    ),
+    url: Options.text("url").pipe(
+      Options.withDescription("The bridge's HTTPS address: {bridge_base_url} for REST, the full {mcp_url} for MCP; no query, fragment or credentials.")
+    ),
+    apiKey: Options.redacted("api-key").pipe(
+      Options.optional,
+      Options.withDescription(
+        `API key sent as Bearer. "-" reads it from standard input; without the flag, ${SECRET_ENV.apiKey} is used (keeps it out of shell history).`
+      )
+    ),
+    tokenUrl: Options.text("token-url").pipe(Options.optional, Options.withDescription("OAuth 2.0 client credentials: the HTTPS token URL.")),
+    clientId: Options.text("client-id").pipe(Options.optional, Options.withDescription("OAuth 2.0 client credentials: the client id.")),
+    clientSecret: Options.redacted("client-secret").pipe(
+      Options.optional,
+      Options.withDescription(
+        `OAuth 2.0 client credentials: the client secret. "-" reads it from standard input; without the flag, ${SECRET_ENV.clientSecret} is used.`
+      )
+    ),
+    scope: Options.text("scope").pipe(Options.optional, Options.withDescription("OAuth 2.0: the scope to request, when the token endpoint needs one.")),
+    json
+  },
+  (input) =>
+    Effect.gen(function*() {
+      const oauth = Option.isSome(input.tokenUrl) || Option.isSome(input.clientId)
+      if (oauth && Option.isSome(input.apiKey)) {
+        return yield* new AdminError({ message: "Give either --api-key or OAuth client credentials (--token-url, --client-id, --client-secret), not both." })
+      }
+      let auth: ConnectionRequest["auth"]
+      if (oauth) {
+        const secret = yield* secretFrom(input.clientSecret, SECRET_ENV.clientSecret)
+        if (Option.isNone(input.tokenUrl) || Option.isNone(input.clientId) || Option.isNone(secret)) {
+          return yield* new AdminError({
+            message: `OAuth client credentials need --token-url, --client-id and --client-secret (or ${SECRET_ENV.clientSecret}).`
+          })
+        }
+        auth = {
+          type: "oauth",
+          token_url: input.tokenUrl.value,
+          client_id: input.clientId.value,
+          client_secret: secret.value,
+          ...(Option.isSome(input.scope) ? { scope: input.scope.value } : {})
+        }
+      } else {
+        const key = yield* secretFrom(input.apiKey, SECRET_ENV.apiKey)
+        if (Option.isNone(key)) {
+          return yield* new AdminError({
+            message: `Give --api-key (or ${SECRET_ENV.apiKey}, or --api-key - to read it from standard input), ` +
+              "or OAuth client credentials: --token-url, --client-id and --client-secret."
+          })
+        }
+        auth = { type: "api_key", key: key.value }
+      }
+      const request: ConnectionRequest = { transport: input.transport, url: input.url, auth }
+      return yield* withOperations((operations) =>
+        Effect.flatMap(operations.set(input.account, input.tenant, request), (capabilities) =>
+          print(
+            input.json,
+            { capabilities },
+            `Connected tenant ${input.tenant} of account ${input.account} over ${input.transport}: the capabilities check passed (${
+              describe(capabilities)
+            }). Nothing was written at the bridge.`
+          ))
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "Connect a client tenant's CRM bridge: runs the capabilities check only (nothing is written at the bridge) and, " +
+      "when it passes, stores the connection (the secret encrypted) and the capabilities. A failed check stores nothing."
+  )
+)
+
+const test = Command.make("test", { account, tenant, json }, ({ account, json, tenant }) =>
+  withOperations((operations) =>
+    Effect.flatMap(operations.test(account, tenant), (capabilities) =>
+      print(
+        json,
+        { capabilities },
+        `The capabilities check of tenant ${tenant} of account ${account} passed (${describe(capabilities)}); stored.`
+      ))
+  )).pipe(
+    Command.withDescription("Run the capabilities check again on a tenant's stored connection and store what the bridge answers.")
+  )
+
+/** `crm-relay connections`. */
+export const connections = Command.make("connections").pipe(
+  Command.withDescription("Connect client tenants' CRM bridges."),
+  Command.withSubcommands([set, test])
+)
+
+const rotate = Command.make("rotate", { json }, ({ json }) =>
+  withOperations((operations) =>
+    Effect.gen(function*() {
+      const report = yield* operations.rotate
+      yield* print(
+        json,
+        report,
+        `Rotated: new data key ${report.key_id} (wrapped under master key ${report.master_key_id}); ` +
+          `re-encrypted ${report.resealed} secret(s); deleted ${report.deleted_keys.length} unused data key(s).`
+      )
+      if (report.undecryptable.length > 0) {
+        return yield* new AdminError({
+          message: `${report.undecryptable.length} stored secret(s) did not authenticate and keep their old key: ${
+            report.undecryptable.join(", ")
+          }. They were altered or moved; set those connections again.`
+        })
+      }
+    })
+  )).pipe(
+    Command.withDescription(
+      "Re-encrypt every stored secret (bridge credentials, webhook signing secrets) under a new data key while the service " +
+        "keeps running. To change MASTER_KEY: run it with the new MASTER_KEY and MASTER_KEY_PREVIOUS=<old key>, restart every " +
+        "replica with the new MASTER_KEY, then run it again with the new key only. When a running server holds the embedded " +
+        "database, that server rotates, with its own keys."
+    )
+  )
+
+/** `crm-relay master-key`. */
+export const masterKey = Command.make("master-key").pipe(
+  Command.withDescription("Manage the key that encrypts secrets at rest."),
+  Command.withSubcommands([rotate])
+)

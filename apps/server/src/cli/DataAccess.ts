@@ -1,0 +1,128 @@
+/**
+ * How a CLI command reaches the data. Every operations tag of the CLI
+ * (accounts and keys, push jobs, deliveries, connections) has a direct Layer
+ * over the database and a remote one through the running server's internal
+ * API; `layerFromSettings` picks: PostgreSQL → directly (many processes may
+ * share it); embedded PGlite → through the running server when there is one
+ * (the data directory belongs to it), otherwise directly, holding the
+ * directory's lock for the duration of the command.
+ */
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Database, DataDirLock } from "@crm-relay/store"
+import { type Context, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { AdminError, databaseFailure } from "../AdminError.js"
+import * as AdminToken from "../AdminToken.js"
+import { InternalApi } from "../InternalApi.js"
+import * as Logging from "../Logging.js"
+import * as ServerFile from "../ServerFile.js"
+import * as Settings from "../Settings.js"
+
+const makeClient = (baseUrl: string, token: Redacted.Redacted<string>) =>
+  HttpApiClient.make(InternalApi, {
+    baseUrl,
+    transformClient: HttpClient.mapRequest(HttpClientRequest.bearerToken(Redacted.value(token)))
+  })
+
+/** What a remote Layer works with: the running server's internal API and the failures every operation shares. */
+export interface Remote {
+  readonly baseUrl: string
+  readonly client: Effect.Effect.Success<ReturnType<typeof makeClient>>
+  /** The AdminError for a failure the operation does not explain itself: the token refused, or no proper answer. */
+  readonly failed: (error: { readonly _tag: string }) => AdminError
+}
+
+/** The operations of `tag` through the internal API of the server at `baseUrl`, as `make` builds them. */
+export const layerRemote = <I, S>(tag: Context.Tag<I, S>, make: (remote: Remote) => S) =>
+(
+  baseUrl: string,
+  token: Redacted.Redacted<string>
+): Layer.Layer<I, never, HttpClient.HttpClient> =>
+  Layer.effect(
+    tag,
+    Effect.map(makeClient(baseUrl, token), (client) =>
+      make({
+        baseUrl,
+        client,
+        failed: (error) =>
+          new AdminError({
+            message: error._tag === "Unauthorized"
+              ? "The running server refused the admin token (set ADMIN_TOKEN, or keep DATA_DIR/admin-token)."
+              : `The running server at ${baseUrl} did not answer properly.`
+          })
+      }))
+  )
+
+/** While a server is starting it holds the directory before publishing its address: wait that long. */
+const startupWait = Schedule.spaced(Duration.millis(250)).pipe(Schedule.upTo(Duration.seconds(15)))
+
+/** Building the direct operations failed: the operator's sentence. */
+const directFailure = (error: unknown): AdminError =>
+  error instanceof AdminError
+    ? error
+    : error instanceof DataDirLock.DataDirInUse
+    ? new AdminError({ message: error.message })
+    : databaseFailure(error)
+
+/** The operations `I` for this environment: `direct` over the database, or `remote(url, token)` through the running server. */
+export const layerFromSettings = <I>(
+  settings: Settings.CliSettings,
+  build: {
+    readonly direct: Layer.Layer<I, unknown, Database.Services>
+    readonly remote: (baseUrl: string, token: Redacted.Redacted<string>) => Layer.Layer<I, never, HttpClient.HttpClient>
+  }
+): Layer.Layer<I, AdminError> =>
+  Option.match(settings.databaseUrl, {
+    onSome: (url) =>
+      build.direct.pipe(
+        Layer.provide(Database.layerPostgres({ url, poolSize: Math.min(settings.databasePoolSize, 4) })),
+        Layer.catchAll((error) => Layer.fail(directFailure(error)))
+      ),
+    onNone: () =>
+      Layer.unwrapEffect(
+        Effect.gen(function*() {
+          const running = yield* ServerFile.running(settings.dataDir)
+          if (Option.isSome(running)) {
+            const token = Option.isSome(settings.adminToken) ? settings.adminToken : yield* AdminToken.read(settings.dataDir)
+            if (Option.isNone(token)) {
+              return yield* new AdminError({
+                message: `A server is running (pid ${running.value.pid}) but neither ADMIN_TOKEN nor ${
+                  AdminToken.tokenFile(settings.dataDir)
+                } gives its admin token.`
+              })
+            }
+            return build.remote(running.value.adminUrl, token.value).pipe(Layer.provide(FetchHttpClient.layer))
+          }
+          // No server: open the directory ourselves (its lock keeps a server from starting meanwhile).
+          const held = yield* DataDirLock.holder(Database.pgliteDirectory(settings.dataDir))
+          if (Option.isSome(held)) return yield* Effect.fail("busy" as const)
+          return build.direct.pipe(
+            Layer.provide(Database.layerPglite({ dataDir: settings.dataDir })),
+            Layer.catchAll((error) => Layer.fail(directFailure(error)))
+          )
+        }).pipe(
+          Effect.retry({ while: (error) => error === "busy", schedule: startupWait }),
+          Effect.mapError((error) =>
+            error === "busy"
+              ? new AdminError({
+                message: `The embedded database in ${settings.dataDir} is in use by another process that publishes no server address.`
+              })
+              : error
+          )
+        )
+      )
+  })
+
+/**
+ * Runs `f` with the operations of `tag` for this environment (CliSettings;
+ * `layer` chooses how they reach the data), logging to stderr so stdout
+ * carries only the command's output.
+ */
+export const withOperations = <I, S>(tag: Context.Tag<I, S>, layer: (settings: Settings.CliSettings) => Layer.Layer<I, AdminError>) =>
+<A, E>(f: (operations: S) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const settings = yield* Settings.CliSettings
+    return yield* Effect.flatMap(tag, f).pipe(
+      Effect.provide(layer(settings)),
+      Effect.provide(Logging.layer(settings.logLevel, "stderr"))
+    )
+  })

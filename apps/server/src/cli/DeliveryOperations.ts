@@ -1,0 +1,77 @@
+/**
+ * What the CLI does to webhook deliveries (list an account's, replay one),
+ * behind one tag with two Layers chosen by DataAccess: directly on the
+ * database, or through the running server's internal API when the embedded
+ * database belongs to it.
+ */
+import { Events } from "@crm-relay/contract"
+import { Accounts, Deliveries } from "@crm-relay/events"
+import { Migrations } from "@crm-relay/store"
+import { Context, Effect, Layer, Option } from "effect"
+import { AdminError, databaseFailure, unknownAccount } from "../AdminError.js"
+import type { DeliveryPage } from "../api/DeliveriesApi.js"
+import { messages, pageView } from "../api/DeliveriesApiLive.js"
+import type { CliSettings } from "../Settings.js"
+import * as DataAccess from "./DataAccess.js"
+
+/** Delivery operations for the CLI. */
+export class DeliveryOperations extends Context.Tag("@crm-relay/server/DeliveryOperations")<DeliveryOperations, {
+  /** A page of the account's deliveries, latest first. */
+  readonly list: (
+    accountId: string,
+    options: { readonly limit: number; readonly cursor: Option.Option<string> }
+  ) => Effect.Effect<DeliveryPage, AdminError>
+  /** Queues a delivered or failed delivery again (same webhook-id). */
+  readonly replay: (id: string) => Effect.Effect<"queued" | "already_pending", AdminError>
+}>() {}
+
+const unknownDelivery = (id: string) => new AdminError({ message: `No delivery with id ${id} exists.` })
+
+/** On the database of the context (migrated first). */
+export const layerDirect = Layer.effect(
+  DeliveryOperations,
+  Effect.gen(function*() {
+    const deliveries = yield* Deliveries.Deliveries
+    const accounts = yield* Accounts.Accounts
+    return DeliveryOperations.of({
+      list: (accountId, options) =>
+        Effect.gen(function*() {
+          if (Option.isNone(yield* accounts.find(accountId))) return yield* unknownAccount(accountId)
+          const page = yield* deliveries.list(accountId, { limit: options.limit, cursor: Option.getOrUndefined(options.cursor) }).pipe(
+            Effect.catchTag("UnknownCursor", () => new AdminError({ message: `--cursor: ${messages.unknownCursor}` }))
+          )
+          return pageView(page)
+        }).pipe(Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect)))),
+      replay: (id) =>
+        deliveries.replay(id).pipe(
+          Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect))),
+          Effect.flatMap((outcome) => outcome === "not_found" ? Effect.fail(unknownDelivery(id)) : Effect.succeed(outcome))
+        )
+    })
+  })
+).pipe(
+  Layer.provide(Layer.merge(Deliveries.Deliveries.Default, Accounts.Accounts.Default)),
+  Layer.provide(Migrations.layer)
+)
+
+/** Through the internal API of the server at `baseUrl`. */
+export const layerRemote = DataAccess.layerRemote(DeliveryOperations, ({ client, failed }) => {
+  const fail = (notFound: AdminError) => (error: { readonly _tag: string }): AdminError =>
+    error instanceof Events.BadRequest ? new AdminError({ message: error.error }) : error._tag === "NotFound" ? notFound : failed(error)
+  return DeliveryOperations.of({
+    list: (accountId, options) =>
+      client.deliveries.list({
+        path: { id: accountId },
+        urlParams: { limit: options.limit, ...(Option.isSome(options.cursor) ? { cursor: options.cursor.value } : {}) }
+      }).pipe(Effect.mapError(fail(unknownAccount(accountId)))),
+    replay: (id) =>
+      client.deliveries.replay({ path: { id } }).pipe(
+        Effect.map((answer) => answer.outcome),
+        Effect.mapError(fail(unknownDelivery(id)))
+      )
+  })
+})
+
+/** Chooses how to reach the deliveries (see DataAccess). */
+export const layerFromSettings = (settings: CliSettings): Layer.Layer<DeliveryOperations, AdminError> =>
+  DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })

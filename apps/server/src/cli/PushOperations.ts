@@ -1,0 +1,72 @@
+/**
+ * What the CLI does to CRM push jobs (list the failed ones, replay one),
+ * behind one tag with two Layers chosen by DataAccess: directly on the
+ * database, or through the running server's internal API when the embedded
+ * database belongs to it.
+ */
+import { CrmPushJobs } from "@crm-relay/calls"
+import { Migrations } from "@crm-relay/store"
+import { Context, Effect, Layer, Option } from "effect"
+import { AdminError, databaseFailure } from "../AdminError.js"
+import type { PushJobView } from "../api/CallsApi.js"
+import { pushView } from "../api/CallsApiLive.js"
+import type { CliSettings } from "../Settings.js"
+import * as DataAccess from "./DataAccess.js"
+
+/** Listing filter. */
+export interface ListFilter {
+  readonly statuses: ReadonlyArray<CrmPushJobs.PushStatus>
+  readonly accountId: Option.Option<string>
+  readonly limit: number
+}
+
+/** CRM push job operations for the CLI. */
+export class PushOperations extends Context.Tag("@crm-relay/server/PushOperations")<PushOperations, {
+  readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<PushJobView>, AdminError>
+  readonly replay: (id: string) => Effect.Effect<"queued" | "already_pending", AdminError>
+}>() {}
+
+const unknownPush = (id: string) => new AdminError({ message: `No CRM push job with id ${id} exists.` })
+
+/** On the database of the context (migrated first). */
+export const layerDirect = Layer.effect(
+  PushOperations,
+  Effect.gen(function*() {
+    const jobs = yield* CrmPushJobs.CrmPushJobs
+    return PushOperations.of({
+      list: (filter) =>
+        jobs.list({
+          statuses: filter.statuses,
+          limit: filter.limit,
+          ...(Option.isSome(filter.accountId) ? { accountId: filter.accountId.value } : {})
+        }).pipe(Effect.map((list) => list.map(pushView)), Effect.catchAllDefect((d) => Effect.fail(databaseFailure(d)))),
+      replay: (id) =>
+        jobs.replay(id).pipe(
+          Effect.catchAllDefect((d) => Effect.fail(databaseFailure(d))),
+          Effect.flatMap((outcome) => (outcome === "not_found" ? Effect.fail(unknownPush(id)) : Effect.succeed(outcome)))
+        )
+    })
+  })
+).pipe(Layer.provide(CrmPushJobs.CrmPushJobs.Default), Layer.provide(Migrations.layer))
+
+/** Through the internal API of the server at `baseUrl`. */
+export const layerRemote = DataAccess.layerRemote(PushOperations, ({ client, failed }) =>
+  PushOperations.of({
+    list: (filter) =>
+      client.pushes.list({
+        urlParams: {
+          status: filter.statuses.join(","),
+          limit: filter.limit,
+          ...(Option.isSome(filter.accountId) ? { account: filter.accountId.value } : {})
+        }
+      }).pipe(Effect.map((answer) => answer.pushes), Effect.mapError(failed)),
+    replay: (id) =>
+      client.pushes.replay({ path: { id } }).pipe(
+        Effect.map((answer) => answer.outcome),
+        Effect.mapError((error) => (error._tag === "NotFound" ? unknownPush(id) : failed(error)))
+      )
+  }))
+
+/** Chooses how to reach the push jobs (see DataAccess). */
+export const layerFromSettings = (settings: CliSettings): Layer.Layer<PushOperations, AdminError> =>
+  DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })

@@ -1,0 +1,70 @@
+/**
+ * `crm-relay pushes list|replay`: the CRM push jobs the operator watches —
+ * the failed ones by default (stopped on Conflict, Auth, Permanent, ... or
+ * dead-lettered when the retries ran out) — and replaying one.
+ */
+import { Command, Options } from "@effect/cli"
+import { Effect } from "effect"
+import * as DataAccess from "./DataAccess.js"
+import { json, print } from "./Output.js"
+import { layerFromSettings, PushOperations } from "./PushOperations.js"
+
+const withPushes = DataAccess.withOperations(PushOperations, layerFromSettings)
+
+const list = Command.make(
+  "list",
+  {
+    account: Options.text("account").pipe(Options.optional, Options.withDescription("Only this account's jobs.")),
+    status: Options.choice("status", ["failed", "pending", "succeeded"]).pipe(
+      Options.repeated,
+      Options.withDescription("Statuses to list (repeatable); failed by default.")
+    ),
+    limit: Options.integer("limit").pipe(Options.withDefault(100), Options.withDescription("At most this many (1 to 1000).")),
+    json
+  },
+  ({ account, json, limit, status }) =>
+    withPushes((operations) =>
+      Effect.flatMap(
+        operations.list({
+          statuses: status.length === 0 ? ["failed"] : status,
+          accountId: account,
+          limit: Math.min(Math.max(limit, 1), 1000)
+        }),
+        (pushes) =>
+          print(
+            json,
+            { pushes },
+            pushes.length === 0
+              ? "No CRM push jobs match."
+              : pushes.map((p) =>
+                `${p.id}  call ${p.call_id}  ${p.status}${p.failure === null ? "" : ` (${p.failure})`}` +
+                `${p.error_class === null ? "" : `  ${p.error_class}`}  attempts ${p.attempts}` +
+                `${p.last_error === null ? "" : `\n    ${p.last_error}`}`
+              ).join("\n")
+          )
+      )
+    )
+).pipe(Command.withDescription("List CRM push jobs: the failed ones by default, with their error class and last error."))
+
+const replay = Command.make(
+  "replay",
+  { id: Options.text("id").pipe(Options.withDescription("Id of the CRM push job to run again.")), json },
+  ({ id, json }) =>
+    withPushes((operations) =>
+      Effect.flatMap(operations.replay(id), (outcome) =>
+        print(
+          json,
+          { id, outcome },
+          outcome === "queued"
+            ? `Queued CRM push job ${id} again; steps with a stored receipt are not repeated.`
+            : `CRM push job ${id} is already pending; left as it is.`
+        ))
+    )
+).pipe(Command.withDescription("Run a failed CRM push job again (same idempotency keys; stored steps are not repeated)."))
+
+/** `crm-relay pushes`. */
+export const command = Command.make("pushes").pipe(
+  Command.withDescription("Watch and replay CRM push jobs."),
+  Command.withSubcommands([list, replay])
+)
+

@@ -1,0 +1,79 @@
+/**
+ * Serves one `HttpApi` on its own Node HTTP server: our Error-object
+ * middleware, its own router (built fresh, so two APIs in one process never
+ * share routes), and a graceful stop: on release the server stops accepting,
+ * closes idle keep-alive connections, lets in-flight requests finish (up to
+ * `graceMillis`, then closes what is left) — all before the database closes.
+ */
+import { HttpApiBuilder, type HttpApi, HttpServer } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { ErrorResponses } from "@crm-relay/events"
+import { type Context, Effect, Layer } from "effect"
+import * as Http from "node:http"
+
+/** Where an API listens. */
+export interface Address {
+  /** Base URL for clients on this machine (a wildcard bind is reached via loopback). */
+  readonly url: string
+  readonly host: string
+  readonly port: number
+}
+
+const urlHost = (hostname: string): string => {
+  if (hostname === "0.0.0.0" || hostname === "") return "127.0.0.1"
+  if (hostname === "::") return "[::1]"
+  return hostname.includes(":") ? `[${hostname}]` : hostname
+}
+
+/** Serves `api` on `host:port` and provides its address under `tag`. */
+export const serveApi = <I, RApi, EApi>(options: {
+  readonly api: Layer.Layer<HttpApi.Api, EApi, RApi>
+  readonly host: string | undefined
+  readonly port: number
+  readonly messages: ErrorResponses.Messages
+  readonly tag: Context.Tag<I, Address>
+  readonly graceMillis?: number
+}): Layer.Layer<I, EApi | import("@effect/platform/HttpServerError").ServeError, RApi> =>
+  Layer.unwrapEffect(
+    Effect.sync(() => {
+      const server = Http.createServer()
+      const graceMillis = options.graceMillis ?? 10_000
+
+      const gracefulStop = Layer.scopedDiscard(
+        Effect.addFinalizer(() =>
+          Effect.async<void>((resume) => {
+            if (!server.listening) return resume(Effect.void)
+            const force = setTimeout(() => server.closeAllConnections(), graceMillis)
+            // A keep-alive connection becomes idle when its request finishes: close it then.
+            const sweep = setInterval(() => server.closeIdleConnections(), 50)
+            server.close(() => {
+              clearTimeout(force)
+              clearInterval(sweep)
+              resume(Effect.void)
+            })
+            server.closeIdleConnections()
+          })
+        )
+      )
+
+      const address = Layer.effect(
+        options.tag,
+        Effect.map(HttpServer.HttpServer, ({ address }) => {
+          if (address._tag !== "TcpAddress") return { url: "", host: "", port: 0 }
+          return { url: `http://${urlHost(address.hostname)}:${address.port}`, host: address.hostname, port: address.port }
+        })
+      )
+
+      const serve = HttpApiBuilder.serve().pipe(
+        Layer.provide(options.api),
+        Layer.provide(ErrorResponses.layer(options.messages))
+      )
+
+      return Layer.merge(gracefulStop, address).pipe(
+        // Built after `serve`, so released before it: the stop drains while handlers are still attached.
+        Layer.provide(serve),
+        Layer.provide(NodeHttpServer.layer(() => server, options.host === undefined ? { port: options.port } : { port: options.port, host: options.host })),
+        Layer.fresh
+      )
+    })
+  )

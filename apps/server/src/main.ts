@@ -1,0 +1,44 @@
+/**
+ * Entry point of the `crm-relay` binary.
+ */
+import { ValidationError } from "@effect/cli"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Console, Effect, Layer, Option } from "effect"
+import * as Cli from "./Cli.js"
+import * as Logging from "./Logging.js"
+
+type Failure = Effect.Effect.Error<ReturnType<typeof Cli.run>>
+
+/** One sentence for the operator; none when the CLI already printed it. */
+const explain = (error: Failure): Option.Option<string> => {
+  // @effect/cli has printed its own usage errors.
+  if (ValidationError.isValidationError(error)) return Option.none()
+  switch (error._tag) {
+    case "AdminError":
+    case "DataDirInUse":
+    case "MasterKeyError":
+    case "VaultError":
+      return Option.some(error.message)
+    case "ServeError":
+      return Option.some(`Could not listen: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}.`)
+    case "SqlError":
+      return Option.some(`The database failed: ${error.cause instanceof Error ? error.cause.message : error.message}.`)
+    case "MigrationError":
+      return Option.some(`Migrations failed: ${error.message}`)
+    default:
+      return Option.some(`Invalid configuration: ${String(error)}`)
+  }
+}
+
+const main = Effect.suspend(() => Cli.run(process.argv)).pipe(
+  Effect.tapErrorCause((cause) =>
+    Option.match(Cause.failureOption(cause), {
+      onNone: () => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logFatal("crm-relay failed", cause)),
+      onSome: (error) => Option.match(explain(error), { onNone: () => Effect.void, onSome: (text) => Console.error(text) })
+    })
+  ),
+  Effect.provide(Layer.merge(NodeContext.layer, Logging.bootstrap))
+)
+
+NodeRuntime.runMain(main, { disableErrorReporting: true, disablePrettyLogger: true })

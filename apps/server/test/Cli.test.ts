@@ -1,0 +1,158 @@
+import { describe, expect, it, layer } from "@effect/vitest"
+import { IntegrationKeys } from "@crm-relay/events"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Database, DataDirLock, Migrations, TestDatabase } from "@crm-relay/store"
+import { randomBytes } from "node:crypto"
+import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import * as ServerFile from "../src/ServerFile.js"
+import { cli, serve } from "./support/Cli.js"
+import { tempDir } from "./support/TempDir.js"
+import { bearer, request } from "./support/TestServer.js"
+
+/** The environment of a command: a fresh DATA_DIR, and the test schema's URL on PostgreSQL. */
+const environment = Effect.gen(function*() {
+  const db = yield* TestDatabase.TestDatabase
+  const dataDir = Path.join(yield* tempDir("crm-relay-cli-"), "data")
+  const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "Warning" }
+  if (Option.isSome(db.url)) {
+    env["DATABASE_URL"] = Redacted.value(db.url.value)
+    // With DATABASE_URL the server refuses to generate a master key (replicas would not share it).
+    env["MASTER_KEY"] = randomBytes(32).toString("base64")
+  }
+  return { db, dataDir, env }
+})
+
+/** Every migration as `migrate --json` reports it. */
+const allMigrations = Migrations.list().map(([id, name]) => ({ id, name }))
+
+const parse = <A>(text: string): A => JSON.parse(text.trim()) as A
+
+/** Whether `key` authenticates in the database the commands used. */
+const keyWorks = (db: TestDatabase.TestDatabase["Type"], dataDir: string, key: string) => {
+  const check = Effect.flatMap(IntegrationKeys.IntegrationKeys, (keys) => keys.authenticate(Redacted.make(key))).pipe(
+    Effect.map(Option.isSome),
+    Effect.provide(IntegrationKeys.IntegrationKeys.Default)
+  )
+  return db.kind === "postgres"
+    ? check
+    : check.pipe(Effect.provide(Layer.fresh(Database.layerPglite({ dataDir }))), Effect.orDie)
+}
+
+describe("crm-relay --help", () => {
+  it.live("--help works on every command and describes its options", () =>
+    Effect.gen(function*() {
+      const [root, accountsCreate, keysCreate, keysDisable, migrate, serveHelp] = yield* Effect.all([
+        cli(["--help"], {}),
+        cli(["accounts", "create", "--help"], {}),
+        cli(["keys", "create", "--help"], {}),
+        cli(["keys", "disable", "--help"], {}),
+        cli(["migrate", "--help"], {}),
+        cli(["serve", "--help"], {})
+      ], { concurrency: 3 })
+      for (const run of [root, accountsCreate, keysCreate, keysDisable, migrate, serveHelp]) expect(run.code).toBe(0)
+      for (const command of ["serve", "migrate", "accounts", "keys"]) expect(root.stdout).toContain(command)
+      expect(accountsCreate.stdout).toContain("--name")
+      expect(accountsCreate.stdout).toContain("--mode")
+      expect(accountsCreate.stdout).toContain("demo and sandbox: never")
+      expect(keysCreate.stdout).toContain("--account")
+      expect(keysCreate.stdout).toContain("the only time it is shown")
+      expect(keysDisable.stdout).toContain("--key")
+      expect(migrate.stdout).toContain("--json")
+      expect(serveHelp.stdout).toContain("SIGTERM")
+    }), { timeout: 120_000 })
+})
+
+layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (it) => {
+  it.scoped("without a running server: migrate, accounts create, keys create and keys disable work on the database directly", () =>
+    Effect.gen(function*() {
+      const { dataDir, db, env } = yield* environment
+      const migrated = yield* cli(["migrate", "--json"], env)
+      expect(migrated.code).toBe(0)
+      expect(parse<{ applied: Array<unknown> }>(migrated.stdout).applied).toEqual(
+        db.kind === "pglite" ? allMigrations : []
+      )
+      expect((yield* cli(["migrate"], env)).stdout.trim()).toBe("The database is up to date.")
+
+      const created = yield* cli(["accounts", "create", "--name", "Acme Plumbing", "--mode", "demo", "--json"], env)
+      expect(created.code).toBe(0)
+      const account = parse<{ id: string; name: string; mode: string }>(created.stdout)
+      expect(account).toMatchObject({ name: "Acme Plumbing", mode: "demo" })
+
+      const text = yield* cli(["accounts", "create", "--name", "Default mode"], env)
+      expect(text.stdout).toMatch(/^Created account [0-9a-f-]{36} \(name: Default mode, mode: live\)\.$/m)
+
+      const keyRun = yield* cli(["keys", "create", "--account", account.id, "--json"], env)
+      expect(keyRun.code).toBe(0)
+      const key = parse<{ id: string; key: string }>(keyRun.stdout)
+      expect(key.key).toMatch(/^crk_[A-Za-z0-9_-]{43}$/)
+      expect(yield* keyWorks(db, dataDir, key.key)).toBe(true)
+
+      const disabled = yield* cli(["keys", "disable", "--key", key.id, "--json"], env)
+      expect(parse(disabled.stdout)).toEqual({ id: key.id, disabled: true })
+      expect(yield* keyWorks(db, dataDir, key.key)).toBe(false)
+
+      const unknown = yield* cli(["keys", "create", "--account", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
+      expect(unknown.code).toBe(1)
+      expect(unknown.stderr).toContain("No account with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
+      expect(unknown.stdout).toBe("")
+      const badMode = yield* cli(["accounts", "create", "--name", "X", "--mode", "production"], env)
+      expect(badMode.code).not.toBe(0)
+      // Nothing is left holding the embedded database.
+      expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.none())
+    }), { timeout: 180_000 })
+
+  it.scoped("with a running server: commands go through its internal API (never opening its data directory); SIGTERM stops it cleanly", () =>
+    Effect.gen(function*() {
+      const { dataDir, db, env } = yield* environment
+      const server = yield* serve({ ...env, PORT: "0", ADMIN_PORT: "0", LOG_LEVEL: "Info" })
+      const info = yield* ServerFile.running(dataDir).pipe(
+        Effect.flatMap(Effect.orElseFail(() => "not yet")),
+        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("60 seconds"))),
+        Effect.orDie
+      )
+      expect(info.pid).toBe(server.pid)
+      // A development server without ADMIN_TOKEN generates one, prints it once and keeps it in DATA_DIR.
+      expect(server.stderr()).toMatch(/ADMIN_TOKEN=\S{20,}/)
+      expect(Fs.statSync(Path.join(dataDir, "admin-token")).mode & 0o777).toBe(0o600)
+      if (db.kind === "pglite") {
+        expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.some(server.pid))
+      }
+
+      const account = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "Live", "--json"], env)).stdout)
+      const key = parse<{ id: string; key: string }>((yield* cli(["keys", "create", "--account", account.id, "--json"], env)).stdout)
+      expect((yield* request("GET", `${info.publicUrl}/perform-list`, { headers: bearer(key.key) })).status).toBe(200)
+      expect((yield* cli(["migrate", "--json"], env)).stdout.trim()).toBe("{\"applied\":[]}")
+      expect((yield* cli(["keys", "disable", "--key", key.id], env)).code).toBe(0)
+      expect((yield* request("GET", `${info.publicUrl}/perform-list`, { headers: bearer(key.key) })).status).toBe(401)
+
+      // On PostgreSQL a request is held in flight (table lock) across SIGTERM and still answered.
+      const second = parse<{ id: string; key: string }>((yield* cli(["keys", "create", "--account", account.id, "--json"], env)).stdout)
+      const sql = yield* SqlClient.SqlClient
+      const release = yield* Deferred.make<void>()
+      const locked = yield* Deferred.make<void>()
+      const holder = db.kind === "postgres"
+        ? yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+          yield* sql`LOCK TABLE rate_limits IN ACCESS EXCLUSIVE MODE`
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(release)
+        })))
+        : yield* Effect.fork(Deferred.succeed(locked, undefined).pipe(Effect.asVoid))
+      yield* Deferred.await(locked)
+      const inFlight = yield* Effect.fork(request("GET", `${info.publicUrl}/perform-list`, { headers: bearer(second.key) }))
+      yield* Effect.sleep("300 millis")
+      const stopped = yield* Effect.fork(server.terminate)
+      yield* Effect.sleep("500 millis")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      expect((yield* Fiber.join(inFlight)).status).toBe(200)
+
+      expect(yield* Fiber.join(stopped).pipe(Effect.timeout("20 seconds"))).toBe(0)
+      expect(server.stdout()).toContain("crm-relay is stopping")
+      expect(Fs.existsSync(ServerFile.path(dataDir))).toBe(false)
+      expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.none())
+      // Stopped: the CLI works on the database directly again.
+      expect((yield* cli(["accounts", "create", "--name", "After", "--json"], env)).code).toBe(0)
+    }), { timeout: 240_000 })
+})

@@ -1,0 +1,74 @@
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, LogLevel, Option, Redacted } from "effect"
+import * as Settings from "../src/Settings.js"
+
+const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+
+describe("Settings", () => {
+  it("lists every setting of DESIGN.md's configuration table (plus the pool size), each with a default and a description", () => {
+    expect(Settings.table.map((s) => s.name)).toEqual([
+      "PORT",
+      "ADMIN_PORT",
+      "ADMIN_HOST",
+      "ADMIN_TOKEN",
+      "DATABASE_URL",
+      "DATABASE_POOL_SIZE",
+      "DATA_DIR",
+      "MASTER_KEY",
+      "MASTER_KEY_PREVIOUS",
+      "ROLE",
+      "LOG_LEVEL",
+      "EGRESS_ALLOW_PRIVATE",
+      "NODE_EXTRA_CA_CERTS"
+    ])
+    for (const setting of Settings.table) {
+      expect(setting.default.length).toBeGreaterThan(0)
+      expect(setting.description).toMatch(/\.$/)
+    }
+    expect(Settings.table.filter((s) => s.secret).map((s) => s.name)).toEqual([
+      "ADMIN_TOKEN",
+      "DATABASE_URL",
+      "MASTER_KEY",
+      "MASTER_KEY_PREVIOUS"
+    ])
+  })
+
+  it.effect("defaults: PORT 8080, ADMIN 127.0.0.1:8081, DATA_DIR ./.data, ROLE all, LOG_LEVEL Info, no database URL (PGlite)", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.Settings.pipe(withEnv({}))
+      expect(settings).toMatchObject({
+        port: 8080,
+        adminPort: 8081,
+        adminHost: "127.0.0.1",
+        dataDir: "./.data",
+        role: "all",
+        databasePoolSize: 10
+      })
+      expect(settings.logLevel).toEqual(LogLevel.Info)
+      expect(Option.isNone(settings.databaseUrl)).toBe(true)
+      expect(Option.isNone(settings.adminToken)).toBe(true)
+    }))
+
+  it.effect("secrets are Redacted (never printed) and an empty value counts as unset", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.Settings.pipe(
+        withEnv({ DATABASE_URL: "postgres://user:hunter2@db/x", ADMIN_TOKEN: "tok-secret", MASTER_KEY: "" })
+      )
+      const url = Option.getOrThrow(settings.databaseUrl)
+      expect(Redacted.isRedacted(url)).toBe(true)
+      expect(Redacted.value(url)).toBe("postgres://user:hunter2@db/x")
+      expect(String(url)).not.toContain("hunter2")
+      expect(JSON.stringify(settings)).not.toContain("hunter2")
+      expect(JSON.stringify(settings)).not.toContain("tok-secret")
+      expect(Option.isNone(settings.masterKey)).toBe(true)
+    }))
+
+  it.effect("invalid values are refused with a clear error", () =>
+    Effect.gen(function*() {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }]) {
+        const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
+        expect(error._tag).toBe("ConfigError")
+      }
+      expect((yield* Settings.Settings.pipe(withEnv({ ROLE: "worker", PORT: "0" }))).role).toBe("worker")
+    }))
+})

@@ -1,0 +1,70 @@
+/**
+ * Runs the crm-relay binary as a child process (the Node running the tests,
+ * Node 24 under npm scripts), as an operator would.
+ */
+import { Effect, type Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import { fileURLToPath } from "node:url"
+
+/** The `bin` of @crm-relay/server. */
+export const BIN = fileURLToPath(new URL("../../bin/crm-relay.js", import.meta.url))
+
+/** The environment of a child: only what it needs, plus `env`. */
+export const childEnv = (env: Record<string, string>): Record<string, string> => ({
+  PATH: process.env["PATH"] ?? "",
+  HOME: process.env["HOME"] ?? "/tmp",
+  ...env
+})
+
+export interface Run {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs `crm-relay ...args` to completion, with `stdin` written to its standard input. */
+export const cli = (args: ReadonlyArray<string>, env: Record<string, string>, stdin = ""): Effect.Effect<Run> =>
+  Effect.async<Run>((resume) => {
+    const child = ChildProcess.execFile(
+      process.execPath,
+      [BIN, ...args],
+      { env: childEnv(env), timeout: 90_000 },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+        resume(Effect.succeed({ code, stdout, stderr }))
+      }
+    )
+    child.stdin?.end(stdin)
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** A `crm-relay serve` child for the scope (SIGKILLed at the end if still running). */
+export interface ServeProcess {
+  readonly pid: number
+  /** Output so far. */
+  readonly stdout: () => string
+  readonly stderr: () => string
+  /** Sends SIGTERM and waits for the exit code. */
+  readonly terminate: Effect.Effect<number | null>
+}
+
+export const serve = (env: Record<string, string>): Effect.Effect<ServeProcess, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (chunk) => (stdout += chunk))
+      child.stderr.on("data", (chunk) => (stderr += chunk))
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+      return { child, exited, stdout: () => stdout, stderr: () => stderr }
+    }),
+    ({ child }) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"))
+  ).pipe(
+    Effect.map(({ child, exited, stderr, stdout }) => ({
+      pid: child.pid!,
+      stdout,
+      stderr,
+      terminate: Effect.zipRight(Effect.sync(() => child.kill("SIGTERM")), Effect.promise(() => exited))
+    }))
+  )

@@ -1,0 +1,107 @@
+/**
+ * A crm-relay server on loopback (ports chosen by the system) over the test
+ * database, with helpers to seed accounts and keys and to make raw HTTP
+ * requests (exact headers and bodies, as an automation platform sends them).
+ */
+import { Accounts, IntegrationKeys } from "@crm-relay/events"
+import { Database, TestDatabase } from "@crm-relay/store"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import * as Server from "../../src/Server.js"
+
+/** The admin token of test servers. */
+export const ADMIN_TOKEN = "test-admin-token-0123456789"
+
+/**
+ * A server over the database of the context: ROLE all, both APIs on
+ * 127.0.0.1 with ports chosen by the system, the test admin token, no
+ * server.json; `options` override any of these (role, bridge side, master keys).
+ */
+export const layerServer = (options: Partial<Server.ServeOptions> = {}) =>
+  Server.layerWithDatabase({
+    role: "all",
+    port: 0,
+    publicHost: "127.0.0.1",
+    adminHost: "127.0.0.1",
+    adminPort: 0,
+    adminToken: Redacted.make(ADMIN_TOKEN),
+    dataDir: Option.none(),
+    ...options
+  })
+
+/** Builds `server` afresh for the scope and answers its base URLs (`public` is "" when its role serves no Event API). */
+export const start = <E, R>(server: Layer.Layer<Server.Listening, E, R>) =>
+  Effect.map(Layer.build(Layer.fresh(server)), (context) => {
+    const listening = Context.get(context, Server.Listening)
+    return { public: Option.getOrUndefined(listening.publicApi)?.url ?? "", admin: listening.internalApi.url }
+  })
+
+/** `server` as another replica over the test database of the context: its own pool on PostgreSQL, the one PGlite session otherwise. */
+export const replica = <A, E, R>(server: Layer.Layer<A, E, R>) =>
+  Effect.map(TestDatabase.TestDatabase, (db) =>
+    db.kind === "postgres"
+      ? server.pipe(Layer.provide(Database.layerPostgres({ url: Option.getOrThrow(db.url), poolSize: 4 })))
+      : server)
+
+/** A server over a fresh test database. */
+export const TestServerLive = layerServer().pipe(Layer.provideMerge(TestDatabase.layer))
+
+/** The public and internal base URLs of the server in the context. */
+export const urls = Effect.map(Server.Listening, (listening) => ({
+  public: Option.getOrThrow(listening.publicApi).url,
+  admin: listening.internalApi.url
+}))
+
+/** A new account with one integration key. */
+export const accountWithKey = (mode: Accounts.AccountMode = "live") =>
+  Effect.gen(function*() {
+    const account = yield* (yield* Accounts.Accounts).create({ name: "Test account", mode })
+    const created = yield* (yield* IntegrationKeys.IntegrationKeys).create(account.id)
+    return { accountId: account.id, keyId: created.id, key: Redacted.value(created.key) }
+  })
+
+/** An HTTP answer, read completely. */
+export interface Answer {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  readonly json: unknown
+}
+
+/** One raw HTTP request (no retries, no redirects). */
+export const request = (
+  method: string,
+  url: string,
+  options: { readonly headers?: Record<string, string>; readonly body?: string | Uint8Array } = {}
+): Effect.Effect<Answer> =>
+  Effect.promise(async () => {
+    const response = await fetch(url, {
+      method,
+      redirect: "manual",
+      ...(options.headers !== undefined ? { headers: options.headers } : {}),
+      ...(options.body !== undefined ? { body: options.body } : {})
+    })
+    const text = await response.text()
+    let json: unknown = undefined
+    try {
+      json = text === "" ? undefined : JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: response.status, headers: response.headers, text, json }
+  })
+
+/** Headers of an internal API request: the test admin token, and a JSON body. */
+export const adminHeaders = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }
+
+/** One internal API request to the server at `base`; `body` goes as JSON (a string as it is). */
+export const adminRequest = (base: string, method: string, path: string, body?: unknown): Effect.Effect<Answer> =>
+  request(method, `${base}${path}`, {
+    headers: adminHeaders,
+    ...(body === undefined ? {} : { body: typeof body === "string" ? body : JSON.stringify(body) })
+  })
+
+/** Authorization header for an integration key. */
+export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
+
+/** JSON request headers with a key. */
+export const jsonWith = (key: string) => ({ ...bearer(key), "content-type": "application/json" })

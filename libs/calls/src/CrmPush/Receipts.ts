@@ -1,0 +1,50 @@
+/**
+ * The receipts of a CRM push job, one per write operation: the idempotency
+ * key sent and the receipt believed (or, for an appointment the bridge
+ * refused, why). Stored as soon as a step ends, so a re-run of the job skips
+ * the steps that already have one.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import { Operations } from "@crm-relay/contract"
+import { Effect, Schema } from "effect"
+
+/** Whether the step produced a receipt, or was refused and handled (a requested booking that fell back to a lead). */
+export const StepOutcome = Schema.Literal("receipt", "refused")
+export type StepOutcome = typeof StepOutcome.Type
+
+/** One stored step. */
+export const StoredStep = Schema.Struct({
+  operation: Schema.Literal(...Operations.WRITE_OPERATIONS),
+  idempotency_key: Schema.String,
+  outcome: StepOutcome,
+  receipt: Schema.Unknown
+}).annotations({ identifier: "StoredStep" })
+export type StoredStep = typeof StoredStep.Type
+
+/** Reads and stores the steps of push jobs. */
+export class CrmPushReceipts extends Effect.Service<CrmPushReceipts>()("@crm-relay/calls/CrmPushReceipts", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const ofJob = SqlSchema.findAll({
+      Request: Schema.String,
+      Result: StoredStep,
+      execute: (jobId) =>
+        sql`SELECT operation, idempotency_key, outcome, receipt FROM crm_push_receipts
+            WHERE job_id = ${jobId} ORDER BY created_at, operation`
+    })
+    const insert = SqlSchema.void({
+      Request: Schema.Struct({ jobId: Schema.String, step: StoredStep }),
+      execute: ({ jobId, step }) =>
+        sql`INSERT INTO crm_push_receipts (job_id, operation, idempotency_key, outcome, receipt)
+            VALUES (${jobId}, ${step.operation}, ${step.idempotency_key}, ${step.outcome}, ${JSON.stringify(step.receipt)}::jsonb)
+            ON CONFLICT (job_id, operation) DO NOTHING`
+    })
+    return {
+      /** The steps stored for `jobId`, oldest first. */
+      list: (jobId: string): Effect.Effect<ReadonlyArray<StoredStep>> => Effect.orDie(ofJob(jobId)),
+      /** Stores a step; a step already stored for that operation is kept (the first receipt wins). */
+      put: (jobId: string, step: StoredStep): Effect.Effect<void> => Effect.orDie(insert({ jobId, step }))
+    }
+  })
+}) {}

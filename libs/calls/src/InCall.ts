@@ -1,0 +1,192 @@
+/**
+ * In-call operations: what the voice agent asks the customer's CRM while
+ * the caller is on the line — contacts.search, contacts.upsert,
+ * availability.list, appointments.create.
+ *
+ * Each is one bridge exchange inside `Schedules.inCallBudget` (the client's
+ * `in-call` policy: no post-call retry schedule; Errors rule 3), and answers
+ * a structured value the agent can act on: `{ok: true, ...receipt}`, or
+ * `{ok: false, reason, message}` with
+ *
+ * | reason | when |
+ * |---|---|
+ * | `conflict` | the bridge answered 409 (slot taken, write conflict) |
+ * | `unavailable` | 429, 5xx or a network failure before the budget ran out |
+ * | `timeout` | no answer within the in-call budget |
+ * | `rejected` | the credential was refused (401), the answer was not a valid receipt, another 4xx or redirect, egress refused, or the input was refused before sending |
+ * | `not_configured` | demo or sandbox account, no connection for the tenant, the bridge does not offer the operation, or the stored connection is unusable |
+ *
+ * A booking is reported only with a valid receipt that is confirmed and
+ * echoes the exact requested instants (Operation rule 5, checked by the
+ * client); anything else is `ok: false`. The request and answer Schemas
+ * below are the in-call API's (server and clients use them).
+ */
+import {
+  type AppointmentInput,
+  type AvailabilityWindowInput,
+  type BridgeClient,
+  type BridgeError,
+  BridgeClients,
+  type ContactInput,
+  type ContactQuery,
+  Schedules
+} from "@crm-relay/bridge"
+import { Operations, Resources } from "@crm-relay/contract"
+import { Clock, Duration, Effect, Option, Schema } from "effect"
+import { AccountNotFound, Connections } from "./Connections.js"
+
+// ---------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------
+
+/** Body of `.../contacts/search`: either may be empty (or left out). */
+export const ContactsSearchRequest = Schema.Struct({
+  phone: Schema.optionalWith(Schema.String, { default: () => "" }),
+  email: Schema.optionalWith(Schema.String, { default: () => "" })
+}).annotations({ identifier: "InCallContactsSearchRequest" })
+
+/**
+ * Body of `.../contacts/upsert`. The contact's shape is checked here (400);
+ * the contract's rules on its content (a usable phone or email) by the
+ * client, before sending (`rejected`).
+ */
+export const ContactsUpsertRequest = Schema.Struct({
+  contact: Schema.encodedSchema(Resources.Contact)
+}).annotations({ identifier: "InCallContactsUpsertRequest" })
+
+/** Body of `.../availability`: the window (offsets and end-after-start checked before sending). */
+export const AvailabilityRequest = Schema.Struct({
+  window: Schema.encodedSchema(Resources.AvailabilityWindow)
+}).annotations({ identifier: "InCallAvailabilityRequest" })
+
+/** Body of `.../appointments`: the appointment (Operation rule 7 checked before sending). */
+export const AppointmentRequest = Schema.Struct({
+  appointment: Schema.encodedSchema(Resources.Appointment)
+}).annotations({ identifier: "InCallAppointmentRequest" })
+
+// ---------------------------------------------------------------------------
+// Answers
+// ---------------------------------------------------------------------------
+
+/** Why an in-call operation has no receipt (see the module comment). */
+export const Reason = Schema.Literal("conflict", "unavailable", "timeout", "rejected", "not_configured").annotations({
+  identifier: "InCallReason"
+})
+export type Reason = typeof Reason.Type
+
+/** No receipt: the reason, and one sentence of our own (never the bridge's body). */
+export const Failure = Schema.Struct({
+  ok: Schema.Literal(false),
+  reason: Reason,
+  message: Schema.String
+}).annotations({ identifier: "InCallFailure" })
+export type Failure = typeof Failure.Type
+
+const answer = <Fields extends Schema.Struct.Fields>(identifier: string, receipt: Schema.Struct<Fields>) =>
+  Schema.Union(Schema.Struct({ ok: Schema.Literal(true), ...receipt.fields }), Failure).annotations({ identifier })
+
+/** `{ok: true, contact: {id} | null}` or a failure. */
+export const ContactsSearchAnswer = answer("InCallContactsSearchAnswer", Operations.ContactsSearchResponse)
+export type ContactsSearchAnswer = typeof ContactsSearchAnswer.Type
+/** `{ok: true, id, is_new}` or a failure. */
+export const ContactsUpsertAnswer = answer("InCallContactsUpsertAnswer", Operations.ContactsUpsertResponse)
+export type ContactsUpsertAnswer = typeof ContactsUpsertAnswer.Type
+/** `{ok: true, slots}` (sorted and de-duplicated by instant) or a failure. */
+export const AvailabilityAnswer = answer("InCallAvailabilityAnswer", Operations.AvailabilityListResponse)
+export type AvailabilityAnswer = typeof AvailabilityAnswer.Type
+/** `{ok: true, id, confirmed: true, start, end, timezone}` — a confirmed, exact booking — or a failure. */
+export const AppointmentAnswer = answer("InCallAppointmentAnswer", Operations.AppointmentsCreateResponse)
+export type AppointmentAnswer = typeof AppointmentAnswer.Type
+
+const failed = (reason: Reason, message: string): Failure => ({ ok: false, reason, message })
+
+/** The reason for a bridge failure; `elapsed` tells a budget timeout from a fast network failure. */
+export const reasonOf = (error: BridgeError, elapsed: Duration.Duration): Reason => {
+  switch (error._tag) {
+    case "Conflict":
+      return "conflict"
+    case "Transient":
+      return error.status === null && Duration.greaterThanOrEqualTo(elapsed, Schedules.inCallBudget) ? "timeout" : "unavailable"
+    case "Auth":
+    case "Permanent":
+      return "rejected"
+  }
+}
+
+/** One in-call exchange per call, answered as a receipt or a reason. */
+export class InCall extends Effect.Service<InCall>()("@crm-relay/calls/InCall", {
+  effect: Effect.gen(function*() {
+    const connections = yield* Connections
+    const clients = yield* BridgeClients
+
+    /** Finds the tenant's client for `operation` and runs `call` on it within the budget. */
+    const run = <A extends object>(
+      operation: Operations.OperationName,
+      accountId: string,
+      tenantId: string,
+      call: (client: BridgeClient["Type"]) => Effect.Effect<A, BridgeError>
+    ): Effect.Effect<({ readonly ok: true } & A) | Failure, AccountNotFound> =>
+      Effect.gen(function*() {
+        const state = yield* connections.state(accountId, tenantId)
+        if (Option.isNone(state)) return yield* new AccountNotFound({ accountId })
+        if (state.value.mode !== "live") {
+          return failed("not_configured", `Demo and sandbox accounts never reach a real CRM; this account's mode is ${state.value.mode}.`)
+        }
+        if (Option.isNone(state.value.connection)) {
+          return failed("not_configured", `Tenant ${tenantId} has no bridge connection.`)
+        }
+        const stored = state.value.connection.value
+        if (!stored.capabilities.operations.includes(operation)) {
+          return failed("not_configured", `The tenant's bridge does not offer ${operation}.`)
+        }
+        const client = yield* Effect.either(clients.forConnection(stored.connection))
+        if (client._tag === "Left") {
+          return failed("not_configured", `The stored bridge connection is not usable (${client.left.field}): ${client.left.message}`)
+        }
+        const start = yield* Clock.currentTimeMillis
+        return yield* call(client.right).pipe(
+          Effect.map((receipt): { readonly ok: true } & A => ({ ok: true as const, ...receipt })),
+          Effect.catchAll((error) =>
+            Effect.map(Clock.currentTimeMillis, (now) => failed(reasonOf(error, Duration.millis(now - start)), error.message))
+          )
+        )
+      }).pipe(
+        Effect.tap((result) =>
+          Effect.logDebug("In-call operation").pipe(
+            Effect.annotateLogs({
+              operation,
+              account_id: accountId,
+              tenant_id: tenantId,
+              outcome: result.ok ? "ok" : result.reason
+            })
+          )
+        ),
+        Effect.withSpan(`InCall.${operation}`, { attributes: { accountId, tenantId } })
+      )
+
+    const inCall = { policy: "in-call" } as const
+
+    return {
+      /** contacts.search: `{contact: {id}}`, or `{contact: null}` when nothing matches. */
+      contactsSearch: (accountId: string, tenantId: string, query: ContactQuery): Effect.Effect<ContactsSearchAnswer, AccountNotFound> =>
+        run("contacts.search", accountId, tenantId, (client) => client.contactsSearch(query, inCall)),
+      /** contacts.upsert: the contact's id and whether it is new. */
+      contactsUpsert: (accountId: string, tenantId: string, contact: ContactInput): Effect.Effect<ContactsUpsertAnswer, AccountNotFound> =>
+        run("contacts.upsert", accountId, tenantId, (client) => client.contactsUpsert(contact, inCall)),
+      /** availability.list: the bridge's open slots in the window. */
+      availabilityList: (
+        accountId: string,
+        tenantId: string,
+        window: AvailabilityWindowInput
+      ): Effect.Effect<AvailabilityAnswer, AccountNotFound> =>
+        run("availability.list", accountId, tenantId, (client) => client.availabilityList(window, inCall)),
+      /** appointments.create: reported only with a confirmed receipt of exactly the requested instants. */
+      appointmentsCreate: (
+        accountId: string,
+        tenantId: string,
+        appointment: AppointmentInput
+      ): Effect.Effect<AppointmentAnswer, AccountNotFound> =>
+        run("appointments.create", accountId, tenantId, (client) => client.appointmentsCreate(appointment, inCall))
+    }
+  })
+}) {}

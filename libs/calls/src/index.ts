@@ -1,0 +1,15 @@
+/**
+ * @crm-relay/calls — the call pipeline: bridge connections with encrypted
+ * credentials, in-call operations, call outcomes, and the post-call CRM push.
+ */
+export * as Announcement from "./Outcomes/Announcement.js"
+export * as CallOutcome from "./Outcomes/CallOutcome.js"
+export * as Connections from "./Connections.js"
+export * as CrmPushJobs from "./CrmPush/Jobs.js"
+export * as CrmPushReceipts from "./CrmPush/Receipts.js"
+export * as CrmPushRetry from "./CrmPush/Retry.js"
+export * as CrmPushSteps from "./CrmPush/Steps.js"
+export * as CrmPushWorker from "./CrmPush/Worker.js"
+export * as InCall from "./InCall.js"
+export * as Outcomes from "./Outcomes/Outcomes.js"
+export * as Routing from "./Routing.js"
