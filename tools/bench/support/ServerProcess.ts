@@ -1,0 +1,103 @@
+/**
+ * The real `crm-relay serve` binary as a child process of a benchmark, on
+ * PostgreSQL, in a fresh DATA_DIR: started, awaited until it publishes its
+ * addresses (DATA_DIR/server.json), and stopped with SIGTERM when the scope
+ * ends. A server that exits before it listens fails the run at once.
+ */
+import { Data, Duration, Effect, Option, Redacted, Schedule, Schema, type Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+
+/** The server did not come up: it exited, or published no address in time; `message` says which. */
+export class ServerNotListening extends Data.TaggedError("ServerNotListening")<{ readonly message: string }> {}
+
+/** How to run one server. */
+export interface ServeOptions {
+  readonly databaseUrl: Redacted.Redacted
+  readonly pool: number
+  readonly adminToken: string
+  /** MASTER_KEY: required with DATABASE_URL, and the same for every server of a run. */
+  readonly masterKey: string
+  /** Writes the server's CPU profile there when it stops (Node's --cpu-prof). */
+  readonly cpuProfileDir: string | undefined
+  /** Where the server's log lines (stdout) go: a file descriptor, or nowhere. */
+  readonly stdout: number | "ignore"
+  readonly logLevel: string
+  /** More settings (ROLE, EGRESS_ALLOW_PRIVATE, ...). */
+  readonly env?: Record<string, string>
+  /** How long the SIGTERM at the end may take. */
+  readonly stopWithin: Duration.DurationInput
+}
+
+/** A running server: its pid and its two APIs' base URLs. */
+export interface RunningServer {
+  readonly pid: number
+  readonly adminUrl: string
+  readonly publicUrl: string
+}
+
+const decodeServerFile = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ adminUrl: Schema.String, publicUrl: Schema.String })))
+
+/** `crm-relay serve` for the scope (see the module comment). */
+export const serve = (options: ServeOptions): Effect.Effect<RunningServer, ServerNotListening, Scope.Scope> =>
+  Effect.gen(function*() {
+    const dataDir = yield* Effect.acquireRelease(
+      Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-bench-"))),
+      (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        ChildProcess.spawn(process.execPath, [BIN, "serve"], {
+          stdio: ["ignore", options.stdout, "inherit"],
+          env: {
+            PATH: process.env["PATH"] ?? "",
+            DATABASE_URL: Redacted.value(options.databaseUrl),
+            DATABASE_POOL_SIZE: String(options.pool),
+            PORT: "0",
+            ADMIN_PORT: "0",
+            ADMIN_TOKEN: options.adminToken,
+            MASTER_KEY: options.masterKey,
+            DATA_DIR: dataDir,
+            LOG_LEVEL: options.logLevel,
+            ...options.env,
+            ...(options.cpuProfileDir !== undefined
+              ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${Path.resolve(options.cpuProfileDir)}` }
+              : {})
+          }
+        })
+      ),
+      (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          child.once("exit", () => resume(Effect.void))
+          child.kill("SIGTERM")
+        }).pipe(Effect.timeout(options.stopWithin), Effect.ignore)
+    )
+    const exited = Effect.async<never, ServerNotListening>((resume) => {
+      const fail = (code: number | null) =>
+        resume(Effect.fail(new ServerNotListening({ message: `crm-relay serve exited (code ${code}) before it listened; its errors are above.` })))
+      if (child.exitCode !== null || child.signalCode !== null) return fail(child.exitCode)
+      child.once("exit", fail)
+    })
+    const readServerFile = Effect.sync(() =>
+      Option.liftThrowable(() => Fs.readFileSync(Path.join(dataDir, "server.json"), "utf8"))().pipe(Option.flatMap(decodeServerFile))
+    )
+    const published = Effect.flatMap(readServerFile, Option.match({
+      onNone: () => Effect.fail(new ServerNotListening({ message: "crm-relay serve published no address within 60 s." })),
+      onSome: Effect.succeed
+    })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(60)))))
+    const info = yield* Effect.raceFirst(published, exited)
+    return { pid: child.pid!, ...info }
+  })
+
+/** Peak resident set size of `pid` in MiB (Linux: VmHWM). */
+export const peakRssMiB = (pid: number) =>
+  Effect.sync(() => {
+    const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
+    return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) / 1024
+  })
