@@ -132,6 +132,23 @@ describe("outcomes and the CRM push", () => {
         ])
       }))
 
+    it.effect("receipts come back in step order even when stored in the same instant (one transaction, one now())", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const callId = `call-${randomUUID()}`
+        yield* (yield* Outcomes).accept(callId, outcomeFor(yield* connectedAccount()))
+        const job = Option.getOrThrow(yield* (yield* CrmPushJobs).findByCall(callId))
+        const receipts = yield* CrmPushReceipts
+        const key = (n: number) => String(n).repeat(64)
+        const steps = [
+          { operation: "contacts.upsert", idempotency_key: key(1), outcome: "receipt", receipt: { id: "c-1", is_new: true } },
+          { operation: "appointments.create", idempotency_key: key(2), outcome: "refused", receipt: { error: "Conflict", status: 409 } },
+          { operation: "leads.create", idempotency_key: key(3), outcome: "receipt", receipt: { id: "l-1" } }
+        ] as const
+        yield* sql.withTransaction(Effect.forEach(steps, (step) => receipts.put(job.id, step)))
+        expect(yield* receipts.list(job.id)).toEqual(steps)
+      }))
+
     it.effect("replay: a stopped job is pending again with a fresh record (no error class, first attempt or finish; one more replay), its receipts kept; a pending one is left as it is", () =>
       Effect.gen(function*() {
         const bridge = yield* ReferenceBridge.ReferenceBridge

@@ -152,10 +152,10 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         }
         const after = cursor === undefined
           ? sql``
-          : sql`AND (d.created_at, d.id) < (SELECT c.created_at, c.id FROM deliveries AS c WHERE c.id = ${cursor})`
+          : sql`AND (d.created_at, d.seq) < (SELECT c.created_at, c.seq FROM deliveries AS c WHERE c.id = ${cursor})`
         const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
           WHERE d.account_id = ${accountId} ${after}
-          ORDER BY d.created_at DESC, d.id DESC
+          ORDER BY d.created_at DESC, d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
         const page = rows.slice(0, limit)
         return {

@@ -33,11 +33,11 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
       Result: DeliveryRow,
       execute: ({ accountId, limit }) =>
         // One record per event: a fan-out writes its duplicates (one per subscription) with the
-        // same call, kind and creation time; the latest delivery id stands for them.
+        // same call, kind and creation time; the last one inserted stands for them.
         sql`SELECT DISTINCT ON (created_at, call_id, event)
               id, call_id, source, contact_external_id, appointment_external_id
             FROM deliveries WHERE account_id = ${accountId}
-            ORDER BY created_at DESC, call_id, event, id DESC
+            ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT ${limit}`
     })
 

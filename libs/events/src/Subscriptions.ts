@@ -54,7 +54,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       execute: ({ accountId, events }) =>
         sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
             WHERE account_id = ${accountId} AND removed_at IS NULL AND event IN ${sql.in(events)}
-            ORDER BY created_at, id`
+            ORDER BY seq`
     })
     const allActive = SqlSchema.findAll({
       Request: Schema.String,
@@ -62,7 +62,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       execute: (accountId) =>
         sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
             WHERE account_id = ${accountId} AND removed_at IS NULL
-            ORDER BY created_at, id`
+            ORDER BY seq`
     })
 
     return {

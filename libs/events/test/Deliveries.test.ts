@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Option, TestClock } from "effect"
-import { Deliveries, recordAttempt } from "../src/Deliveries.js"
+import { Deliveries, type DeliveryPage, recordAttempt } from "../src/Deliveries.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
 layer(Harness.layer)("Deliveries", (it) => {
@@ -56,6 +56,27 @@ layer(Harness.layer)("Deliveries", (it) => {
       expect((yield* deliveries.list("not-a-uuid")).deliveries).toEqual([])
       expect((yield* deliveries.list(account.id, { limit: 0 })).deliveries).toHaveLength(1)
     }))
+
+  it.effect("Listing: deliveries created in the same instant come latest first in creation order, and the cursor pages through them without a gap", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.UTC(2031, 2, 1))
+      const account = yield* Harness.account()
+      yield* account.subscribe("https://hooks.example.com/one")
+      yield* account.subscribe("https://hooks.example.com/two")
+      const created: Array<string> = []
+      for (let i = 0; i < 6; i++) created.push(...(yield* Harness.lead(account.id, `call-instant-${i}`)))
+      const latestFirst = [...created].reverse()
+      const deliveries = yield* Deliveries
+      expect((yield* deliveries.list(account.id, { limit: 50 })).deliveries.map((d) => d.id)).toEqual(latestFirst)
+      const paged: Array<string> = []
+      let cursor: string | undefined = undefined
+      do {
+        const page: DeliveryPage = yield* deliveries.list(account.id, { limit: 5, cursor })
+        paged.push(...page.deliveries.map((d) => d.id))
+        cursor = Option.getOrUndefined(page.nextCursor)
+      } while (cursor !== undefined)
+      expect(paged).toEqual(latestFirst)
+    }).pipe(Effect.orDie))
 
   it.effect("Attempts: every attempt is kept; the listing shows the latest; find shows them all, oldest first", () =>
     Effect.gen(function*() {

@@ -48,6 +48,19 @@ describe("Subscriptions", () => {
         expect((yield* subscriptions.matching(owner.accountId, "booking")).map((s) => s.id)).toEqual([booking, all])
       }))
 
+    it.effect("fan-out targets come back oldest first even when created in the same instant (one transaction, one now())", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const subscriptions = yield* Subscriptions
+        const owner = yield* accountWithKey
+        const created = yield* sql.withTransaction(Effect.forEach(
+          Array.from({ length: 12 }, (_, i) => `https://r/${i}`),
+          (targetUrl) => subscriptions.create({ ...owner, targetUrl, event: "all" })
+        ))
+        expect((yield* subscriptions.matching(owner.accountId, "lead")).map((s) => s.id)).toEqual(created)
+        expect((yield* subscriptions.list(owner.accountId)).map((s) => s.id)).toEqual(created)
+      }))
+
     it.effect("Subscription lifecycle: removal by the owner succeeds once; removed, unknown, malformed or another account's id is not found", () =>
       Effect.gen(function*() {
         const subscriptions = yield* Subscriptions

@@ -31,7 +31,7 @@ export class CrmPushReceipts extends Effect.Service<CrmPushReceipts>()("@crm-rel
       Result: StoredStep,
       execute: (jobId) =>
         sql`SELECT operation, idempotency_key, outcome, receipt FROM crm_push_receipts
-            WHERE job_id = ${jobId} ORDER BY created_at, operation`
+            WHERE job_id = ${jobId} ORDER BY seq`
     })
     const insert = SqlSchema.void({
       Request: Schema.Struct({ jobId: Schema.String, step: StoredStep }),

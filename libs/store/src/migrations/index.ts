@@ -7,11 +7,13 @@ import eventApi from "./0001_event_api.js"
 import connections from "./0002_connections.js"
 import callPipeline from "./0003_call_pipeline.js"
 import webhookDelivery from "./0004_webhook_delivery.js"
+import insertionOrder from "./0005_insertion_order.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
   "0001_event_api": eventApi,
   "0002_connections": connections,
   "0003_call_pipeline": callPipeline,
-  "0004_webhook_delivery": webhookDelivery
+  "0004_webhook_delivery": webhookDelivery,
+  "0005_insertion_order": insertionOrder
 }
