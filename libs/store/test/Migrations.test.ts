@@ -19,7 +19,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("Migrations", (it) => {
         WHERE table_schema = current_schema() AND table_name IN ${sql.in(tables)}`
       expect(rows.map((r) => r.table_name).sort()).toEqual([...tables].sort())
       expect(yield* Migrations.run()).toEqual([])
-      const applied = yield* sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(Migrations.TABLE)}`
+      const applied = yield* sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(Migrations.TABLE)} ORDER BY id`
       expect(applied).toEqual(all.map(([id, name]) => ({ id, name })))
     }))
 
