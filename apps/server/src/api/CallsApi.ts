@@ -18,7 +18,8 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { CallOutcome, CrmPushJobs, CrmPushReceipts, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
-import { Schema } from "effect"
+import { Schema, Struct } from "effect"
+import { ReplayAnswer } from "./Replay.js"
 
 /** 409: the call already has a different outcome. */
 export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("OutcomeConflict", { error: Schema.String }) {
@@ -42,14 +43,15 @@ export const PushJobView = Schema.Struct({
 }).annotations({ identifier: "PushJobView" })
 export type PushJobView = typeof PushJobView.Type
 
-/** GET /v1/calls/{callId}/outcome. */
+/** The fields of a stored outcome its view shows unchanged. */
+export const outcomeAsStored = ["call_id", "account_id", "tenant_id", "classification", "route", "route_reason"] as const
+
+/**
+ * GET /v1/calls/{callId}/outcome: the stored outcome's call, account, tenant
+ * and route as stored; its event, times and push as the operator reads them.
+ */
 export const OutcomeView = Schema.Struct({
-  call_id: Schema.String,
-  account_id: Schema.String,
-  tenant_id: Schema.String,
-  classification: Schema.String,
-  route: Outcomes.RouteName,
-  route_reason: Schema.String,
+  ...Struct.pick(Outcomes.StoredOutcome.fields, ...outcomeAsStored),
   event: Schema.NullOr(Schema.Struct({
     kind: Schema.Literal("lead", "booking"),
     deliveries: Schema.Int,
@@ -73,13 +75,6 @@ export const PushListParams = Schema.Struct({
   ),
   account: Schema.optionalWith(Schema.String, { exact: true }),
   limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)), { exact: true })
-})
-
-/** POST /v1/crm-pushes/{id}/replay answer. */
-export const ReplayAnswer = Schema.Struct({
-  id: Schema.String,
-  /** `queued`: pending again, due now; `already_pending`: it was waiting or running, left as it is. */
-  outcome: Schema.Literal("queued", "already_pending")
 })
 
 /** Call outcomes. */

@@ -5,9 +5,10 @@ import { HttpApiBuilder } from "@effect/platform"
 import { CrmPushJobs, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Accounts } from "@crm-relay/events"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema, Struct } from "effect"
 import { InternalApi, unknownAccount } from "../InternalApi.js"
-import { OutcomeConflict, type OutcomeView, type PushJobView } from "./CallsApi.js"
+import * as Replay from "./Replay.js"
+import { OutcomeConflict, outcomeAsStored, type OutcomeView, type PushJobView } from "./CallsApi.js"
 
 /** Sentences of the post-call errors. */
 export const messages = {
@@ -60,12 +61,7 @@ const OutcomesLive = HttpApiBuilder.group(InternalApi, "outcomes", (handlers) =>
           const o = stored.value
           const push = yield* jobs.findByCall(path.callId)
           return {
-            call_id: o.call_id,
-            account_id: o.account_id,
-            tenant_id: o.tenant_id,
-            classification: o.classification,
-            route: o.route,
-            route_reason: o.route_reason,
+            ...Struct.pick(o, ...outcomeAsStored),
             event: o.event_kind === null || o.event_fanned_out_at === null
               ? null
               : { kind: o.event_kind, deliveries: o.event_deliveries ?? 0, fanned_out_at: iso(o.event_fanned_out_at) },
@@ -104,10 +100,10 @@ const PushesLive = HttpApiBuilder.group(InternalApi, "pushes", (handlers) =>
             ? new Events.NotFound({ error: messages.unknownPush })
             : Effect.succeed(pushView(job.value))))
       .handle("replay", ({ path }) =>
-        Effect.flatMap(jobs.replay(path.id), (outcome) =>
-          outcome === "not_found"
-            ? new Events.NotFound({ error: messages.unknownPush })
-            : Effect.succeed({ id: path.id, outcome })))
+        jobs.replay(path.id).pipe(
+          Effect.flatMap(Replay.found(() => new Events.NotFound({ error: messages.unknownPush }))),
+          Effect.map((outcome) => ({ id: path.id, outcome }))
+        ))
   }))
 
 /** The post-call handlers; they need the call pipeline's services. */

@@ -20,6 +20,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Events } from "@crm-relay/contract"
 import { Deliveries } from "@crm-relay/events"
 import { Schema } from "effect"
+import { ReplayAnswer } from "./Replay.js"
 
 /** The latest attempt of a delivery. */
 export const AttemptView = Schema.Struct({
@@ -83,13 +84,6 @@ export const ListParams = Schema.Struct({
   ),
   cursor: Schema.optionalWith(Schema.String, { exact: true })
 })
-
-/** POST /v1/deliveries/{id}/replay answer. */
-export const ReplayAnswer = Schema.Struct({
-  id: Schema.String,
-  /** `queued`: pending again, due now; `already_pending`: it was waiting or running, left as it is. */
-  outcome: Schema.Literal("queued", "already_pending")
-}).annotations({ identifier: "DeliveryReplay" })
 
 /** Webhook deliveries. */
 export class DeliveriesGroup extends HttpApiGroup.make("deliveries")

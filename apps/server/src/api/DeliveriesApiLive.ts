@@ -6,6 +6,7 @@ import { Events } from "@crm-relay/contract"
 import { Accounts, Deliveries } from "@crm-relay/events"
 import { Effect, Layer, Option } from "effect"
 import { InternalApi, unknownAccount } from "../InternalApi.js"
+import * as Replay from "./Replay.js"
 import type { AttemptView, DeliveryDetail, DeliveryPage, DeliveryView } from "./DeliveriesApi.js"
 
 /** Sentences of the deliveries group's errors. */
@@ -82,10 +83,10 @@ const DeliveriesLive = HttpApiBuilder.group(InternalApi, "deliveries", (handlers
             ? new Events.NotFound({ error: messages.unknownDelivery })
             : Effect.succeed(detailView(found.value))))
       .handle("replay", ({ path }) =>
-        Effect.flatMap(deliveries.replay(path.id), (outcome) =>
-          outcome === "not_found"
-            ? new Events.NotFound({ error: messages.unknownDelivery })
-            : Effect.succeed({ id: path.id, outcome })))
+        deliveries.replay(path.id).pipe(
+          Effect.flatMap(Replay.found(() => new Events.NotFound({ error: messages.unknownDelivery }))),
+          Effect.map((outcome) => ({ id: path.id, outcome }))
+        ))
   }))
 
 /** The deliveries handlers (with the Deliveries service; needs the database and Accounts). */

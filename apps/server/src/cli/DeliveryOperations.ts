@@ -11,6 +11,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { AdminError, databaseFailure, unknownAccount } from "../AdminError.js"
 import type { DeliveryPage } from "../api/DeliveriesApi.js"
 import { messages, pageView } from "../api/DeliveriesApiLive.js"
+import * as Replay from "../api/Replay.js"
 import type { CliSettings } from "../Settings.js"
 import * as DataAccess from "./DataAccess.js"
 
@@ -22,7 +23,7 @@ export class DeliveryOperations extends Context.Tag("@crm-relay/server/DeliveryO
     options: { readonly limit: number; readonly cursor: Option.Option<string> }
   ) => Effect.Effect<DeliveryPage, AdminError>
   /** Queues a delivered or failed delivery again (same webhook-id). */
-  readonly replay: (id: string) => Effect.Effect<"queued" | "already_pending", AdminError>
+  readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError>
 }>() {}
 
 const unknownDelivery = (id: string) => new AdminError({ message: `No delivery with id ${id} exists.` })
@@ -45,7 +46,7 @@ export const layerDirect = Layer.effect(
       replay: (id) =>
         deliveries.replay(id).pipe(
           Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect))),
-          Effect.flatMap((outcome) => outcome === "not_found" ? Effect.fail(unknownDelivery(id)) : Effect.succeed(outcome))
+          Effect.flatMap(Replay.found(() => unknownDelivery(id)))
         )
     })
   })

@@ -10,6 +10,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import { AdminError, databaseFailure } from "../AdminError.js"
 import type { PushJobView } from "../api/CallsApi.js"
 import { pushView } from "../api/CallsApiLive.js"
+import * as Replay from "../api/Replay.js"
 import type { CliSettings } from "../Settings.js"
 import * as DataAccess from "./DataAccess.js"
 
@@ -23,7 +24,7 @@ export interface ListFilter {
 /** CRM push job operations for the CLI. */
 export class PushOperations extends Context.Tag("@crm-relay/server/PushOperations")<PushOperations, {
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<PushJobView>, AdminError>
-  readonly replay: (id: string) => Effect.Effect<"queued" | "already_pending", AdminError>
+  readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError>
 }>() {}
 
 const unknownPush = (id: string) => new AdminError({ message: `No CRM push job with id ${id} exists.` })
@@ -43,7 +44,7 @@ export const layerDirect = Layer.effect(
       replay: (id) =>
         jobs.replay(id).pipe(
           Effect.catchAllDefect((d) => Effect.fail(databaseFailure(d))),
-          Effect.flatMap((outcome) => (outcome === "not_found" ? Effect.fail(unknownPush(id)) : Effect.succeed(outcome)))
+          Effect.flatMap(Replay.found(() => unknownPush(id)))
         )
     })
   })

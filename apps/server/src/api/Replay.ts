@@ -1,0 +1,22 @@
+/**
+ * Replaying a stopped JobQueue row — a CRM push job or a webhook delivery —
+ * answers the same way on the internal API (202) and in the CLI: the row is
+ * queued again, or it was still waiting or running and is left as it is.
+ */
+import type { JobQueue } from "@crm-relay/store"
+import { Effect, Schema } from "effect"
+
+/** POST /v1/crm-pushes/{id}/replay and POST /v1/deliveries/{id}/replay answer. */
+export const ReplayAnswer = Schema.Struct({
+  id: Schema.String,
+  /** `queued`: pending again, due now; `already_pending`: it was waiting or running, left as it is. */
+  outcome: Schema.Literal("queued", "already_pending")
+}).annotations({ identifier: "ReplayAnswer" })
+export type ReplayAnswer = typeof ReplayAnswer.Type
+
+/** A replay of a row that exists. */
+export type Replayed = ReplayAnswer["outcome"]
+
+/** The outcome of a replay, or `unknown()` when no row has that id. */
+export const found = <E>(unknown: () => E) => (outcome: JobQueue.ReplayOutcome): Effect.Effect<Replayed, E> =>
+  outcome === "not_found" ? Effect.fail(unknown()) : Effect.succeed(outcome)
