@@ -6,8 +6,9 @@
  * NOTIFY and at the next due time, and a clean shutdown releases leases.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
+import { Eventually } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock, TestServices } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
 import * as JobQueue from "../src/JobQueue.js"
 import * as TestDatabase from "../src/TestDatabase.js"
 
@@ -61,19 +62,7 @@ const rowsOf = (jobs: JobQueue.JobTable<unknown>) =>
     sql<Row>`SELECT id, status, attempts, next_attempt_at, lease_owner, lease_expires_at, last_error
       FROM ${sql(jobs.table)} ORDER BY label`)
 
-/** A few real milliseconds (database I/O proceeds while the TestClock stands still). */
-const pause = (millis = 5) => TestServices.provideLive(Effect.sleep(Duration.millis(millis)))
-
-/** Polls `check` on the real clock until it holds (or fails after `within`). */
-const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, within = Duration.seconds(10)) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + Duration.toMillis(within)
-    while (Date.now() < deadline) {
-      if (yield* check) return
-      yield* pause(10)
-    }
-    return yield* Effect.dieMessage("eventually: the condition did not hold in time")
-  })
+const { eventually, pause } = Eventually
 
 /** Moves the TestClock forward by `total` in steps, pausing for real I/O after each step. */
 const advance = (total: Duration.DurationInput, step: Duration.DurationInput = Duration.seconds(1)) =>

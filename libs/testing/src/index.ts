@@ -1,2 +1,3 @@
 /** @crm-relay/testing — test support shared by every project. */
 export * as Certificate from "./Certificate.js"
+export * as Eventually from "./Eventually.js"

@@ -14,7 +14,7 @@
  */
 import { DnsResolver, Egress } from "@crm-relay/bridge"
 import { JobQueue, TestDatabase, Vault } from "@crm-relay/store"
-import { Certificate } from "@crm-relay/testing"
+import { Certificate, Eventually } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Fiber, Layer } from "effect"
 import { Accounts } from "../../src/Accounts.js"
@@ -147,19 +147,7 @@ export const attempts = (id: string) =>
     sql<AttemptRow>`SELECT attempt, started_at, status_code, duration_ms, error_class, error, result
       FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY id`.pipe(Effect.orDie))
 
-/** A few real milliseconds (database and network I/O proceed while the TestClock stands still). */
-export const pause = (millis = 5) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
-
-/** Polls `check` on the real clock until it holds. */
-export const eventually = <E, R>(check: Effect.Effect<boolean, E, R>, within = Duration.seconds(10)) =>
-  Effect.gen(function*() {
-    const deadline = Date.now() + Duration.toMillis(within)
-    while (Date.now() < deadline) {
-      if (yield* check) return
-      yield* pause(10)
-    }
-    return yield* Effect.dieMessage("eventually: the condition did not hold in time")
-  })
+export const { eventually, pause } = Eventually
 
 /** The row once its attempt count reached `n` and it is no longer leased (the attempt was stored). */
 export const settled = (id: string, n: number) =>

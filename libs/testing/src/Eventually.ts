@@ -1,0 +1,24 @@
+/**
+ * Waiting on real time in tests that may run on the TestClock: database and
+ * network I/O proceed while the TestClock stands still, so these wait with
+ * the process's own timers and never with the Effect Clock.
+ */
+import { Duration, Effect } from "effect"
+
+/** A few real milliseconds. */
+export const pause = (millis = 5): Effect.Effect<void> =>
+  Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
+
+/** Polls `check` every 10 real milliseconds until it holds; dies when it has not within `within`. */
+export const eventually = <E, R>(
+  check: Effect.Effect<boolean, E, R>,
+  within: Duration.DurationInput = Duration.seconds(10)
+): Effect.Effect<void, E, R> =>
+  Effect.gen(function*() {
+    const deadline = Date.now() + Duration.toMillis(within)
+    while (Date.now() < deadline) {
+      if (yield* check) return
+      yield* pause(10)
+    }
+    return yield* Effect.dieMessage("eventually: the condition did not hold in time")
+  })
