@@ -3,8 +3,10 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Opening an embedded PGlite compiles its WebAssembly (seconds on a small machine).
-    hookTimeout: 60_000,
-    testTimeout: 30_000
+    // Timeouts are bounds against a hang, never a measure of speed: a loaded two-core machine runs a
+    // test many times slower than a quiet one (an embedded PGlite compiles WebAssembly; a child process
+    // starts tsx). Tests wait on conditions; one that starts processes states its own, larger bound.
+    hookTimeout: 180_000,
+    testTimeout: 120_000
   }
 })

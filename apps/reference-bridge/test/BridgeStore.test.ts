@@ -29,7 +29,7 @@ const stores = [
 
 for (const [name, storeLayer] of stores) {
   describe(name, () => {
-    layer(storeLayer, { timeout: 30_000 })((it) => {
+    layer(storeLayer)((it) => {
       const fresh = Effect.tap(BridgeStore, (store) => store.reset)
 
       it.effect("Operation rule 3: upsert creates (is_new true), then matches the same phone digits (is_new false)", () =>

@@ -23,7 +23,7 @@ const sqlBridge = Effect.gen(function*() {
   return { bridge, agent }
 })
 
-layer(storeLayer, { excludeTestServices: true, timeout: 30_000 })("bridge on the SQL store", (it) => {
+layer(storeLayer, { excludeTestServices: true })("bridge on the SQL store", (it) => {
   it.scoped("Operation rule 5: ten concurrent bookings of one slot over HTTPS: one receipt, nine 409", () =>
     Effect.gen(function*() {
       const { agent, bridge } = yield* sqlBridge
@@ -35,7 +35,7 @@ layer(storeLayer, { excludeTestServices: true, timeout: 30_000 })("bridge on the
       )
       expect(answers.map((a) => a.status).sort()).toEqual([200, ...Array(9).fill(409)])
       expect((yield* bridge.control.records).appointments).toHaveLength(1)
-    }), { timeout: 30_000 })
+    }))
 
   it.scoped("Errors rule 2: a lost response after commit is replayed from the SQL mapping", () =>
     Effect.gen(function*() {
@@ -48,5 +48,5 @@ layer(storeLayer, { excludeTestServices: true, timeout: 30_000 })("bridge on the
       expect(replay.receipt).toEqual({ id: records.contacts[0]!.id, is_new: true })
       expect(records.contacts).toHaveLength(1)
       expect(records.idempotency.map((k) => k.idempotencyKey)).toEqual([body.idempotency_key])
-    }), { timeout: 30_000 })
+    }))
 })

@@ -3,7 +3,7 @@
  * and exits cleanly on SIGTERM.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Data, Effect, Schedule } from "effect"
+import { Data, Duration, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -39,19 +39,46 @@ const exitOf = (child: ChildProcess) =>
     child.once("exit", (code) => resume(Effect.succeed(code)))
   })
 
-const waitFor = (output: { text: string }, pattern: RegExp) =>
-  Effect.suspend(() => {
-    const match = pattern.exec(output.text)
-    return match === null ? Effect.fail(new ChildFailed({ output: output.text })) : Effect.succeed(match)
-  }).pipe(Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 150 }))
+/**
+ * Bounds against a hang, never a measure of speed: the child loads tsx and the bridge, which takes
+ * seconds on a quiet machine and many times that on a loaded one.
+ */
+const START_BOUND = Duration.minutes(3)
+const PROCESS_TEST_TIMEOUT = 600_000
+
+/** The first match of `pattern` in the child's output, as soon as it is printed; fails if the child exits first. */
+const waitFor = (child: ChildProcess, output: { text: string }, pattern: RegExp) =>
+  Effect.async<RegExpExecArray, ChildFailed>((resume) => {
+    const check = () => {
+      const match = pattern.exec(output.text)
+      if (match !== null) done(Effect.succeed(match))
+      else if (child.exitCode !== null || child.signalCode !== null) done(Effect.fail(new ChildFailed({ output: output.text })))
+    }
+    const done = (result: Effect.Effect<RegExpExecArray, ChildFailed>) => {
+      stop()
+      resume(result)
+    }
+    const stop = () => {
+      child.stdout?.off("data", check)
+      child.stderr?.off("data", check)
+      child.off("exit", check)
+    }
+    child.stdout?.on("data", check)
+    child.stderr?.on("data", check)
+    child.on("exit", check)
+    check()
+    return Effect.sync(stop)
+  }).pipe(
+    Effect.timeoutFail({ duration: START_BOUND, onTimeout: () => new ChildFailed({ output: output.text }) })
+  )
 
 describe("npm start", () => {
   it.scopedLive("prints its URLs, writes the CA PEM, serves the tenant's API key, and stops cleanly on SIGTERM", () =>
     Effect.gen(function*() {
       const caFile = join(mkdtempSync(join(tmpdir(), "refbridge-")), "ca.pem")
       const { child, output } = yield* start(["--port", "0", "--api-key", "demo-key-123", `--ca-file=${caFile}`, "--tenant-id", "tenant-a"])
-      const [, rest] = yield* waitFor(output, /rest: (https:\/\/127\.0\.0\.1:\d+\/crm)/)
-      const [, mcpUrl] = yield* waitFor(output, /mcp: (https:\/\/\S+)/)
+      const [, rest] = yield* waitFor(child, output, /rest: (https:\/\/127\.0\.0\.1:\d+\/crm)/)
+      const [, mcpUrl] = yield* waitFor(child, output, /mcp: (https:\/\/\S+)/)
       const ca = readFileSync(caFile, "utf8")
       expect(ca).toContain("BEGIN CERTIFICATE")
       const agent = H.agent(ca)
@@ -62,12 +89,12 @@ describe("npm start", () => {
       agent.destroy()
       child.kill("SIGTERM")
       expect(yield* exitOf(child)).toBe(0)
-    }), { timeout: 30_000 })
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 
   it.scopedLive("an unknown flag fails with the usage text", () =>
     Effect.gen(function*() {
       const { child, output } = yield* start(["--no-such-flag", "1"])
       expect(yield* exitOf(child)).toBe(1)
       expect(output.text).toContain("--api-key")
-    }), { timeout: 30_000 })
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 })

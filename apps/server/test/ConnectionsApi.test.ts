@@ -11,7 +11,7 @@ const ALL_OPERATIONS = { contract_version: "svc.crm.v1", operations: [...Operati
 const put = (accountId: string, tenantId: string, body: unknown) =>
   S.admin("PUT", `/v1/accounts/${accountId}/connections/${encodeURIComponent(tenantId)}`, body)
 
-layer(S.Live, { timeout: 60_000 })("connections on the internal API", (it) => {
+layer(S.Live)("connections on the internal API", (it) => {
   for (const transport of ["rest", "mcp"] as const) {
     for (const auth of ["api_key", "oauth"] as const) {
       it.effect(`What the service does: PUT /v1/accounts/{id}/connections/{tenantId} over ${transport} with ${auth} runs the capabilities check only and answers 200 {capabilities}; the bridge saw one capabilities request and no write`, () =>
@@ -181,7 +181,7 @@ layer(S.Live, { timeout: 60_000 })("connections on the internal API", (it) => {
     }))
 })
 
-layer(TestDatabase.layer, { excludeTestServices: true, timeout: 60_000 })("master-key rotate with keys that do not open the data", (it) => {
+layer(TestDatabase.layer, { excludeTestServices: true })("master-key rotate with keys that do not open the data", (it) => {
   it.scoped("POST /v1/master-key/rotate answers 409 with the Error object when a stored data key does not open under this server's master keys; nothing changes", () =>
     Effect.gen(function*() {
       // Started first, on an empty database: no data key yet, so its start-up check passes.

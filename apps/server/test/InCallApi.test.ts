@@ -64,7 +64,7 @@ const contactId = (accountId: string, input: typeof contact = contact, base?: st
 /** Another server instance over the same database (own pool on PostgreSQL, own Vault cache and clients). */
 const secondInstance = Effect.flatMap(replica(S.layerServer), (server) => Effect.map(start(server), (urls) => urls.admin))
 
-layer(S.Live, { timeout: 60_000 })("in-call API", (it) => {
+layer(S.Live)("in-call API", (it) => {
   for (const transport of ["rest", "mcp"] as const) {
     it.effect(`In-call API over ${transport}: contacts/search, contacts/upsert, availability and appointments answer 200 {ok: true, ...receipt}, one bridge exchange each`, () =>
       Effect.gen(function*() {

@@ -1,6 +1,7 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Database, PgliteClient, TestDatabase } from "@crm-relay/store"
+import { Eventually } from "@crm-relay/testing"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
 import * as Server from "../src/Server.js"
 import * as TcpProxy from "./support/TcpProxy.js"
@@ -112,7 +113,16 @@ layer(DatabaseWithServices, { excludeTestServices: true })("clean shutdown", (it
       yield* Deferred.await(holding)
 
       const inFlight = yield* Effect.fork(request("GET", `${server.public}/perform-list`, { headers: bearer(key) }))
-      yield* Effect.sleep("300 millis")
+      if (db.kind === "postgres") {
+        // In flight: it waits for the lock.
+        yield* Eventually.eventually(Effect.map(
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'rate_limits'::regclass AND NOT granted`,
+          (rows) => rows[0]!.n > 0
+        ))
+      } else {
+        // PGlite's one session is held, so the request cannot be seen waiting: give it time to arrive.
+        yield* Effect.sleep("300 millis")
+      }
       const stopping = yield* Effect.fork(Scope.close(scope, Exit.void))
       yield* Effect.sleep("300 millis")
       // The stop waits for the request.

@@ -112,7 +112,7 @@ const pushOf = (callId: string) =>
 const settled = (callId: string) => eventually(pushOf(callId), (push) => push !== null && push["status"] !== "pending")
 
 describe("call pipeline, end to end", () => {
-  layer(pipelineLayer(), { excludeTestServices: true, timeout: Duration.seconds(60) })((it) => {
+  layer(pipelineLayer(), { excludeTestServices: true })((it) => {
     it.effect("outcome → contacts.upsert + leads.create at the bridge → signed lead event at the receiver (standardwebhooks)", () =>
       Effect.gen(function*() {
         const p = yield* Pipeline
@@ -453,7 +453,7 @@ describe("call pipeline, end to end", () => {
 })
 
 describe("call pipeline across replicas", () => {
-  layer(pipelineLayer({ role: "api" }), { excludeTestServices: true, timeout: Duration.seconds(60) })((it) => {
+  layer(pipelineLayer({ role: "api" }), { excludeTestServices: true })((it) => {
     it.scoped("ROLE=api accepts and queues; only a ROLE=worker replica on the same database pushes and delivers", () =>
       Effect.gen(function*() {
         const p = yield* Pipeline

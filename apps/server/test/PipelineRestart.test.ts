@@ -15,7 +15,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Webhook } from "standardwebhooks"
 import * as ServerFile from "../src/ServerFile.js"
-import { cli, serve } from "./support/Cli.js"
+import { cli, PROCESS_TEST_TIMEOUT, serve, SERVE_START_BOUND } from "./support/Cli.js"
 import { eventually, loopbackTls, receiver } from "./support/Pipeline.js"
 import { tempDir } from "./support/TempDir.js"
 import { ADMIN_TOKEN, adminRequest, request } from "./support/TestServer.js"
@@ -34,7 +34,7 @@ const alive = (pid: number): boolean => {
 }
 
 describe("call pipeline: a worker killed mid-job", () => {
-  layer(TestDatabase.layer, { excludeTestServices: true, timeout: Duration.seconds(120) })((it) => {
+  layer(TestDatabase.layer, { excludeTestServices: true })((it) => {
     it.effect("SIGKILL during leads.create → after a restart the push completes once: one contact, one lead, one event, same keys", () =>
       Effect.gen(function*() {
         const db = yield* TestDatabase.TestDatabase
@@ -60,7 +60,7 @@ describe("call pipeline: a worker killed mid-job", () => {
 
         const adminOf = (pid: number) =>
           Effect.map(
-            eventually(ServerFile.running(dataDir), (info) => Option.isSome(info) && info.value.pid === pid, Duration.seconds(60)),
+            eventually(ServerFile.running(dataDir), (info) => Option.isSome(info) && info.value.pid === pid, SERVE_START_BOUND),
             (info) => Option.getOrThrow(info).adminUrl
           )
 
@@ -82,8 +82,8 @@ describe("call pipeline: a worker killed mid-job", () => {
         expect(subscribed.status).toBe(201)
         const secret = ((yield* adminRequest(admin1, "GET", `/v1/accounts/${account["id"]}/signing-secret`)).json as Json)["secret"] as string
 
-        // leads.create is slow the first time: the kill lands while it is in flight.
-        yield* bridge.control.setFault(Faults.delay(5000), { operation: "leads.create" })
+        // leads.create is held the first time (longer than the egress's 10 s deadline): the kill lands while it is in flight.
+        yield* bridge.control.setFault(Faults.delay(120_000), { operation: "leads.create" })
         const callId = `call-${randomUUID()}`
         const accepted = yield* adminRequest(admin1, "POST", `/v1/calls/${callId}/outcome`, {
           account_id: account["id"],
@@ -95,12 +95,12 @@ describe("call pipeline: a worker killed mid-job", () => {
           lead: { job_type: "Survey", summary: "Needs a survey", notes: "", urgency: "" }
         })
         expect(accepted.status).toBe(202)
-        // The upsert's receipt is stored: leads.create is now in flight (the bridge holds it for 5 s).
+        // The upsert's receipt is stored, and leads.create reached the bridge (its delay is taken): it is in flight.
         yield* eventually(
           Effect.map(adminRequest(admin1, "GET", `/v1/calls/${callId}/outcome`), (a) => ((a.json as Json)["push"] ?? {}) as Json),
           (p) => (p["receipts"] ?? []).length === 1
         )
-        yield* Effect.sleep(Duration.millis(300))
+        yield* eventually(bridge.control.pendingFaults, (pending) => pending.length === 0)
         process.kill(first.pid, "SIGKILL")
         yield* eventually(Effect.sync(() => alive(first.pid)), (a) => !a)
         const killedAt = yield* Clock.currentTimeMillis
@@ -110,7 +110,8 @@ describe("call pipeline: a worker killed mid-job", () => {
         const push = yield* eventually(
           Effect.map(adminRequest(admin2, "GET", `/v1/calls/${callId}/outcome`), (a) => ((a.json as Json)["push"] ?? {}) as Json),
           (p) => p["status"] === "succeeded",
-          Duration.seconds(60)
+          // On PostgreSQL the killed worker's 30 s lease has to expire first.
+          Duration.minutes(3)
         )
         const recoveredIn = (yield* Clock.currentTimeMillis) - killedAt
         expect(push["receipts"].map((r: Json) => r["operation"])).toEqual(["contacts.upsert", "leads.create"])
@@ -136,6 +137,6 @@ describe("call pipeline: a worker killed mid-job", () => {
         expect(JSON.parse(listed.stdout).pushes).toMatchObject([{ id: push["id"], call_id: callId, status: "succeeded", attempts: 2 }])
         yield* Effect.logInfo("Recovered after SIGKILL").pipe(Effect.annotateLogs({ recovered_ms: recoveredIn, database: db.kind }))
         expect(yield* second.terminate).toBe(0)
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
   })
 })

@@ -8,6 +8,8 @@ import { type Handler, httpsServer, LOOPBACK_DNS, ok, silentListener, testEgress
 
 const egressLayer = testEgress(LOOPBACK_DNS, { allowPrivate: ["127.0.0.1/32"] })
 const fastDeadline = testEgress(LOOPBACK_DNS, { allowPrivate: ["127.0.0.1/32"], deadline: "300 millis" })
+// Tests of other rules must not depend on the deadline: on a loaded machine 50 TLS handshakes may take longer than 10 s.
+const patient = testEgress(LOOPBACK_DNS, { allowPrivate: ["127.0.0.1/32"], deadline: "10 minutes" })
 
 const sendTo = (url: string) => Effect.flatMap(Egress, (egress) => egress.send({ method: "POST", url, body: "{}" }))
 
@@ -157,8 +159,9 @@ describe("Egress exchange rules", () => {
       expect(error.message).toBe(
         "The exchange with bridge.test did not complete within 0.3 s, including reading the response."
       )
+      // Not before the deadline; how late after it depends on the machine's load, so no upper bound is asserted here
+      // (EgressDeadlines.test proves on the TestClock that a deadline fires exactly when due).
       expect(elapsed).toBeGreaterThanOrEqual(290)
-      expect(elapsed).toBeLessThan(1500)
       // The stalled connection is dropped, not returned to the pool.
       expect(yield* eventually(() => server.openConnections() === 0)).toBe(true)
     }).pipe(Effect.scoped, Effect.provide(fastDeadline)))
@@ -169,7 +172,8 @@ describe("Egress exchange rules", () => {
       const started = Date.now()
       const error = yield* Effect.flip(sendTo(`https://bridge.test:${server.port}/leads`))
       expect(error).toBeInstanceOf(EgressTimeout)
-      expect(Date.now() - started).toBeLessThan(1500)
+      expect(error).toMatchObject({ timeoutMs: 300 })
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290)
       expect(yield* eventually(() => server.openConnections() === 0)).toBe(true)
     }).pipe(Effect.scoped, Effect.provide(fastDeadline)))
 
@@ -239,7 +243,7 @@ describe("Egress exchange rules", () => {
         { concurrency: "unbounded" }
       )
       expect(responses.map((r) => Buffer.from(r.body).toString("utf8"))).toEqual(bodies)
-    }).pipe(Effect.scoped, Effect.provide(egressLayer)))
+    }).pipe(Effect.scoped, Effect.provide(patient)))
   it.live("Limits: name resolution counts against the deadline; a resolver that never answers times out", () =>
     Effect.gen(function*() {
       const server = yield* httpsServer(ok)
@@ -252,7 +256,8 @@ describe("Egress exchange rules", () => {
         )
       )
       expect(error).toBeInstanceOf(EgressTimeout)
-      expect(Date.now() - started).toBeLessThan(1500)
+      expect(error).toMatchObject({ timeoutMs: 300 })
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290)
       expect(server.connections()).toBe(0)
     }).pipe(Effect.scoped))
 })

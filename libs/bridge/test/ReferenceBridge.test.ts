@@ -8,6 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Fiber, Option, TestClock } from "effect"
 import { Operations } from "@crm-relay/contract"
 import { Faults } from "@crm-relay/reference-bridge"
+import { Eventually } from "@crm-relay/testing"
 import type { BridgeClient } from "../src/BridgeClient.js"
 import * as Drive from "./support/Drive.js"
 import * as Harness from "./support/Harness.js"
@@ -245,9 +246,7 @@ layer(Reference.layer)("against the reference bridge", (it) => {
           yield* bridge.control.setFault(Faults.delay(60_000), { operation: "contacts.search" })
           const fiber = yield* Effect.fork(client.contactsSearch({ phone: "+15550100042", email: "" }, { policy: "in-call" }))
           // Wait (in real time) until the bridge holds the request, then let the budget run out.
-          for (let i = 0; i < 500 && (yield* bridge.control.pendingFaults).length > 0; i++) {
-            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 2)))
-          }
+          yield* Eventually.eventually(Effect.map(bridge.control.pendingFaults, (pending) => pending.length === 0))
           yield* TestClock.adjust(Duration.sum(Duration.seconds(8), Duration.millis(1)))
           const error = yield* Effect.flip(Fiber.join(fiber))
           expect(error).toMatchObject({ _tag: "Transient", status: null, operation: "contacts.search" })

@@ -27,7 +27,7 @@ const connectionCount = (accountId: string) =>
 
 const errorOf = <A, E>(effect: Effect.Effect<A, E>) => Effect.flip(effect)
 
-layer(Harness.ConnectionsLive, { timeout: 60_000 })("Connections", (it) => {
+layer(Harness.ConnectionsLive)("Connections", (it) => {
   for (const spec of Harness.MATRIX) {
     describe(`${spec.transport} transport × ${spec.auth}`, () => {
       it.effect("What the service does: connecting runs the capabilities check only — one capabilities request, nothing written at the bridge; the connection and its capabilities are stored", () =>

@@ -7,6 +7,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Accounts, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
+import { Eventually } from "@crm-relay/testing"
 import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Connections } from "../src/Connections.js"
@@ -86,7 +87,8 @@ const pushUntilSettled = (callId: string) =>
       Effect.map(connections.find(a, t), Option.map((s) => ({ connection: s.connection, capabilities: Option.some(s.capabilities.operations) })))
     const jobs = yield* CrmPushJobs
     yield* Effect.forkScoped(CrmPushWorker.run(lookup, { pollInterval: Duration.millis(50) }))
-    const deadline = (yield* Clock.currentTimeMillis) + 15_000
+    // A bound against a hang, never a measure of speed.
+    const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(Eventually.HANG_BOUND)
     while (true) {
       const job = yield* jobs.findByCall(callId)
       if (Option.isSome(job) && job.value.status !== "pending") return job.value
@@ -96,7 +98,7 @@ const pushUntilSettled = (callId: string) =>
   }).pipe(Effect.scoped)
 
 describe("outcomes and the CRM push", () => {
-  layer(PipelineLive, { excludeTestServices: true, timeout: Duration.seconds(60) })((it) => {
+  layer(PipelineLive, { excludeTestServices: true })((it) => {
     it.effect("a live, connected lead: push queued in the acceptance transaction; the worker upserts, creates the lead, fans out once", () =>
       Effect.gen(function*() {
         const bridge = yield* ReferenceBridge.ReferenceBridge

@@ -74,7 +74,7 @@ const faultTaken = (bridge: ReferenceBridge.ReferenceBridgeHandle) =>
 const since = (bridge: ReferenceBridge.ReferenceBridgeHandle, mark: number) =>
   Effect.map(bridge.control.received, (all) => all.slice(mark).filter((r) => r.transport !== "oauth"))
 
-layer(Live, { timeout: 60_000 })("InCall", (it) => {
+layer(Live)("InCall", (it) => {
   for (const spec of Harness.MATRIX) {
     describe(`${spec.transport} transport × ${spec.auth}`, () => {
       it.effect("In-call API: search, upsert, availability and booking each answer {ok: true, ...receipt} after exactly one bridge exchange", () =>

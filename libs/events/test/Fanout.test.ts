@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Events } from "@crm-relay/contract"
 import { Notifier } from "@crm-relay/store"
+import { ListenProbe } from "@crm-relay/testing"
 import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { AccountId, Accounts } from "../src/Accounts.js"
 import * as Fanout from "../src/Fanout.js"
@@ -145,18 +146,27 @@ describe("Fanout", () => {
       const { accountId, subscribe } = yield* setup
       yield* subscribe("lead")
       const fanout = yield* Fanout.Fanout
-      const heard = yield* notifier.listen(Fanout.DELIVERIES_CHANNEL).pipe(Stream.take(1), Stream.runCollect, Effect.fork)
-      yield* Effect.sleep("50 millis")
+      // Payloads the test sends itself: to learn that the listener is live, and that it heard all sent before.
+      const own = new Set(["probe", "end"])
+      const probe = ListenProbe.make()
+      const heard = yield* probe.tap(notifier.listen(Fanout.DELIVERIES_CHANNEL)).pipe(
+        Stream.filter((payload) => !own.has(payload)),
+        Stream.take(1),
+        Stream.runCollect,
+        Effect.fork
+      )
+      yield* probe.hears(notifier.notify(Fanout.DELIVERIES_CHANNEL, "probe"))
       const rolledBack = yield* sql.withTransaction(
         Effect.zipRight(fanout.enqueue(leadEvent(accountId)), Effect.fail("abort" as const))
       ).pipe(Effect.flip)
       expect(rolledBack).toBe("abort")
       expect(yield* deliveriesOf(accountId)).toEqual([])
-      yield* Effect.sleep("200 millis")
+      // A notification of the rolled-back transaction would have arrived before this one.
+      yield* probe.hears(notifier.notify(Fanout.DELIVERIES_CHANNEL, "end"))
       expect(Option.isNone(yield* Fiber.poll(heard))).toBe(true)
       yield* sql.withTransaction(fanout.enqueue(leadEvent(accountId)))
       expect(yield* deliveriesOf(accountId)).toHaveLength(1)
-      const payloads = yield* Fiber.join(heard).pipe(Effect.timeout("5 seconds"))
+      const payloads = yield* Fiber.join(heard)
       expect([...payloads]).toEqual(["lead"])
     }).pipe(Effect.provide(TestLive)))
 })

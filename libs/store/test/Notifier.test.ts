@@ -1,46 +1,58 @@
 import { expect, layer } from "@effect/vitest"
+import { ListenProbe } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Chunk, Effect, Fiber, Stream } from "effect"
+import { Effect, Fiber, Stream } from "effect"
 import { Notifier } from "../src/Notifier.js"
 import * as TestDatabase from "../src/TestDatabase.js"
 
-/** Collects what `channel` receives during `during`, then a short grace period. */
-const collect = <E, R>(channel: string, during: Effect.Effect<void, E, R>) =>
+/** Payloads the tests send only to learn that a listener is live, or has heard everything sent before. */
+const PROBE = "probe"
+const END = "end"
+
+/**
+ * Listens to `channel` and returns once the listener hears it. `collected`
+ * then sends a last notification and, once it is heard (notifications reach
+ * a listening session in commit order), returns what arrived in between.
+ */
+const listener = (channel: string) =>
   Effect.gen(function*() {
     const notifier = yield* Notifier
-    const fiber = yield* notifier.listen(channel).pipe(
-      Stream.interruptWhen(Effect.sleep("1500 millis")),
-      Stream.runCollect,
+    const probe = ListenProbe.make()
+    const payloads: Array<string> = []
+    const fiber = yield* probe.tap(notifier.listen(channel)).pipe(
+      Stream.runForEach((payload) => Effect.sync(() => payloads.push(payload))),
       Effect.fork
     )
-    // Let LISTEN take effect before sending.
-    yield* Effect.sleep("200 millis")
-    yield* during
-    return Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+    yield* probe.hears(notifier.notify(channel, PROBE))
+    const from = payloads.length
+    return {
+      collected: Effect.gen(function*() {
+        yield* probe.hears(notifier.notify(channel, END))
+        yield* Fiber.interrupt(fiber)
+        return payloads.slice(from).filter((payload) => payload !== PROBE && payload !== END)
+      })
+    }
   })
 
 layer(TestDatabase.layer, { excludeTestServices: true })("Notifier", (it) => {
   it.effect("a notification reaches a listener of the same channel, not of another", () =>
     Effect.gen(function*() {
       const notifier = yield* Notifier
-      const other = yield* collect("other", Effect.void).pipe(Effect.fork)
-      const got = yield* collect("jobs", notifier.notify("jobs", "job-1"))
-      expect(got).toEqual(["job-1"])
-      expect(yield* Fiber.join(other)).toEqual([])
+      const other = yield* listener("other")
+      const jobs = yield* listener("jobs")
+      yield* notifier.notify("jobs", "job-1")
+      expect(yield* jobs.collected).toEqual(["job-1"])
+      expect(yield* other.collected).toEqual([])
     }))
 
   it.effect("notify is transactional: sent on COMMIT, never on ROLLBACK", () =>
     Effect.gen(function*() {
       const notifier = yield* Notifier
       const sql = yield* SqlClient.SqlClient
-      const got = yield* collect(
-        "tx",
-        Effect.gen(function*() {
-          yield* sql.withTransaction(Effect.zipRight(notifier.notify("tx", "rolled-back"), Effect.fail("no")))
-            .pipe(Effect.ignore)
-          yield* sql.withTransaction(notifier.notify("tx", "committed"))
-        })
-      )
-      expect(got).toEqual(["committed"])
+      const tx = yield* listener("tx")
+      yield* sql.withTransaction(Effect.zipRight(notifier.notify("tx", "rolled-back"), Effect.fail("no")))
+        .pipe(Effect.ignore)
+      yield* sql.withTransaction(notifier.notify("tx", "committed"))
+      expect(yield* tx.collected).toEqual(["committed"])
     }))
 })

@@ -59,7 +59,7 @@ layer(TestDatabase.layerPglite, { excludeTestServices: true })("PgliteClient: on
         Effect.all(Array.from({ length: 10 }, (_, i) => sql<{ i: number }>`SELECT ${i}::int4 AS i`), {
           concurrency: "unbounded"
         })
-      ).pipe(Effect.timeout("5 seconds"))
+      )
       expect(results.map((rows) => rows[0]!.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
     }))
 

@@ -5,6 +5,13 @@
  */
 import { Duration, Effect } from "effect"
 
+/**
+ * How long a condition may take before a test gives up: a bound against a
+ * hang, never a measure of speed (a loaded two-core machine runs many times
+ * slower than a quiet one).
+ */
+export const HANG_BOUND: Duration.Duration = Duration.seconds(60)
+
 /** A few real milliseconds. */
 export const pause = (millis = 5): Effect.Effect<void> =>
   Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, millis)))
@@ -12,7 +19,7 @@ export const pause = (millis = 5): Effect.Effect<void> =>
 /** Polls `check` every 10 real milliseconds until it holds; dies when it has not within `within`. */
 export const eventually = <E, R>(
   check: Effect.Effect<boolean, E, R>,
-  within: Duration.DurationInput = Duration.seconds(10)
+  within: Duration.DurationInput = HANG_BOUND
 ): Effect.Effect<void, E, R> =>
   Effect.gen(function*() {
     const deadline = Date.now() + Duration.toMillis(within)

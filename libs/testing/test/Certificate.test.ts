@@ -34,7 +34,7 @@ describe("Certificate", () => {
       const port = (server.address() as AddressInfo).port
       expect(yield* get(port, { ca: material.ca, servername: "localhost" })).toBe("ok")
       expect(yield* get(port, { ca: material.ca, servername: "bridge.localhost" })).toBe("ok")
-    }).pipe(Effect.scoped), 20_000)
+    }).pipe(Effect.scoped))
 
   it.live("it does not verify without its CA, nor for a name it was not issued to", () =>
     Effect.gen(function*() {
@@ -45,5 +45,5 @@ describe("Certificate", () => {
       expect(untrusted.message).toMatch(/self[- ]signed|unable to (get|verify)/i)
       const wrongName = yield* Effect.flip(get(port, { ca: material.ca, servername: "evil.example" }))
       expect(wrongName.message).toMatch(/altnames|does not match/i)
-    }).pipe(Effect.scoped), 20_000)
+    }).pipe(Effect.scoped))
 })

@@ -2,12 +2,25 @@
  * Runs the crm-relay binary as a child process (the Node running the tests,
  * Node 24 under npm scripts), as an operator would.
  */
-import { Effect, type Scope } from "effect"
+import { Duration, Effect, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import { fileURLToPath } from "node:url"
 
 /** The `bin` of @crm-relay/server. */
 export const BIN = fileURLToPath(new URL("../../bin/crm-relay.js", import.meta.url))
+
+/**
+ * Bounds against a hang for tests that start processes: each start loads tsx
+ * and the server, which takes seconds on a quiet machine and many times that
+ * on a loaded one. Never a measure of speed.
+ */
+export const PROCESS_TEST_TIMEOUT = 600_000
+
+/** How long a started `serve` may take to write its server file (it migrates and listens first). */
+export const SERVE_START_BOUND = Duration.minutes(3)
+
+/** How long one CLI command may run before it is taken for hung and killed. */
+const COMMAND_BOUND = Duration.minutes(5)
 
 /** The environment of a child: only what it needs, plus `env`. */
 export const childEnv = (env: Record<string, string>): Record<string, string> => ({
@@ -28,7 +41,7 @@ export const cli = (args: ReadonlyArray<string>, env: Record<string, string>, st
     const child = ChildProcess.execFile(
       process.execPath,
       [BIN, ...args],
-      { env: childEnv(env), timeout: 90_000 },
+      { env: childEnv(env), timeout: Duration.toMillis(COMMAND_BOUND) },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
         resume(Effect.succeed({ code, stdout, stderr }))

@@ -7,7 +7,7 @@
 import { CrmPushRetry } from "@crm-relay/calls"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase } from "@crm-relay/store"
-import { Certificate } from "@crm-relay/testing"
+import { Certificate, Eventually } from "@crm-relay/testing"
 import { Clock, Context, Duration, Effect, Layer, Logger, LogLevel, Option, Schedule, type Scope } from "effect"
 import * as Https from "node:https"
 import type { AddressInfo } from "node:net"
@@ -144,11 +144,11 @@ export const layer = (options: { readonly retries?: number; readonly role?: Role
 export const admin = (method: string, path: string, body?: unknown): Effect.Effect<Answer, never, Pipeline> =>
   Effect.flatMap(Pipeline, (p) => adminRequest(p.admin, method, path, body))
 
-/** Waits until `check` holds (polling every 50 ms, at most `within`), on the live clock. */
+/** Waits until `check` holds (polling every 50 ms, at most `within`: a bound against a hang), on the live clock. */
 export const eventually = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   check: (a: A) => boolean,
-  within: Duration.DurationInput = Duration.seconds(15)
+  within: Duration.DurationInput = Eventually.HANG_BOUND
 ): Effect.Effect<A, E, R> =>
   Effect.gen(function*() {
     const deadline = (yield* Clock.currentTimeMillis) + Duration.toMillis(Duration.decode(within))

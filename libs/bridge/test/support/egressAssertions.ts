@@ -2,7 +2,8 @@
  * Assertions shared by the egress tests.
  */
 import { expect } from "@effect/vitest"
-import { Effect } from "effect"
+import { Eventually } from "@crm-relay/testing"
+import { Duration, Effect } from "effect"
 
 /** An operator-facing message is one readable sentence. */
 export const expectOneSentence = (message: string) => {
@@ -11,8 +12,11 @@ export const expectOneSentence = (message: string) => {
   expect(message.split(/\.\s+[A-Z]/)).toHaveLength(1)
 }
 
-/** Polls `condition` in real time until it holds or `timeoutMs` passes; returns whether it held. */
-export const eventually = (condition: () => boolean, timeoutMs = 2000) =>
+/**
+ * Polls `condition` in real time until it holds or `timeoutMs` passes; returns whether it held.
+ * `timeoutMs` is a bound against a hang (see Eventually.HANG_BOUND), never a measure of speed.
+ */
+export const eventually = (condition: () => boolean, timeoutMs = Duration.toMillis(Eventually.HANG_BOUND)) =>
   Effect.async<boolean>((resume) => {
     const started = Date.now()
     const tick = () => {
