@@ -211,6 +211,47 @@ describe("outcomes and the CRM push", () => {
         }
       }))
 
+    it.effect("Serialization rule 2: \"A field marked Optional is omitted when absent. It is never sent as null.\" — an outcome with an empty postal_code and an empty service_id is accepted, and the push sends neither (\"Omitted when empty\"): the upsert and the requested booking are made", () =>
+      Effect.gen(function*() {
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        const accountId = yield* connectedAccount()
+        const callId = `call-${randomUUID()}`
+        const booking = {
+          status: "requested",
+          start: "2031-03-04T09:00:00-05:00",
+          end: "2031-03-04T10:00:00-05:00",
+          timezone: "America/New_York",
+          slot_text: "Tuesday at nine",
+          title: "Leak repair",
+          notes: "",
+          address: "2 Compiler Road",
+          job_type: "Leak",
+          service_id: ""
+        }
+        const caller = {
+          full_name: "Grace Hopper",
+          first_name: "Grace",
+          last_name: "Hopper",
+          phones: ["+1 555 0199"],
+          emails: ["grace@example.com"],
+          address: "2 Compiler Road",
+          postal_code: ""
+        }
+        yield* (yield* Outcomes).accept(callId, outcomeFor(accountId, { classification: "booking", booking, caller }))
+        const job = yield* pushUntilSettled(callId)
+        expect(job.status).toBe("succeeded")
+        expect(job.receipts.map((r) => [r.operation, r.outcome])).toEqual([["contacts.upsert", "receipt"], ["appointments.create", "receipt"]])
+        const sent = (yield* bridge.control.received).filter((r) =>
+          JSON.stringify(r.body).includes(callId) || JSON.stringify(r.body).includes("Tuesday at nine")
+        )
+        expect(sent.map((r) => [r.operation, r.status])).toEqual([["contacts.upsert", 200], ["appointments.create", 200]])
+        expect(JSON.stringify(sent[0]!.body)).not.toContain("postal_code")
+        expect(JSON.stringify(sent[1]!.body)).not.toContain("service_id")
+        const [delivery] = yield* deliveriesOf(callId)
+        expect(delivery).toMatchObject({ event: "booking" })
+        expect(JSON.stringify(delivery!.payload)).not.toContain("postal_code")
+      }))
+
     it.effect("routing: demo → event at once; no connection → event at once; spam → stored only; rules can narrow classifications", () =>
       Effect.gen(function*() {
         const outcomes = yield* Outcomes

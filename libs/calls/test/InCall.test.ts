@@ -120,6 +120,25 @@ layer(Live, { timeout: 60_000 })("InCall", (it) => {
     })
   }
 
+  for (const transport of Harness.TRANSPORTS) {
+    it.effect(`Serialization rule 2 over ${transport}: "A field marked Optional is omitted when absent. It is never sent as null." — an empty postal_code ("Omitted when no postal code is supplied") and an empty service_id ("Omitted when empty") are left out of the bodies sent, and the upsert and the booking succeed`, () =>
+      Effect.gen(function*() {
+        const { accountId, bridge, inCall, mark, tenantId } = yield* connected(transport)
+        const upserted = yield* inCall.contactsUpsert(accountId, tenantId, { ...contact, postal_code: "" })
+        expect(upserted).toMatchObject({ ok: true, is_new: true })
+        const id = upserted.ok ? upserted.id : ""
+        const booked = yield* inCall.appointmentsCreate(accountId, tenantId, { ...appointment(id), service_id: "" })
+        expect(booked).toMatchObject({ ok: true, confirmed: true })
+        const received = yield* since(bridge, mark)
+        expect(received.map((r) => [r.operation, r.status])).toEqual([["contacts.upsert", 200], ["appointments.create", 200]])
+        const [upsertBody, bookingBody] = received.map((r) => JSON.stringify(r.body))
+        expect(upsertBody).toContain("Ada Lovelace")
+        expect(upsertBody).not.toContain("postal_code")
+        expect(bookingBody).toContain("Boiler repair for Ada")
+        expect(bookingBody).not.toContain("service_id")
+      }))
+  }
+
   it.effect("Operation rule 5: a taken slot answers {ok: false, reason: \"conflict\"} (409, never retried)", () =>
     Effect.gen(function*() {
       const { accountId, bridge, inCall, mark, tenantId } = yield* connected()
