@@ -99,6 +99,23 @@ layer(S.Live)("in-call API", (it) => {
       }))
   }
 
+  for (const transport of ["rest", "mcp"] as const) {
+    it.effect(`Serialization rule 2 over ${transport}: "A field marked Optional is omitted when absent. It is never sent as null." — an empty postal_code ("Omitted when no postal code is supplied") and service_id ("Omitted when empty") are not sent as "" nor refused`, () =>
+      Effect.gen(function*() {
+        const id = yield* connected(transport)
+        const mark = yield* S.mark
+        const upsert = yield* call(id, "contacts/upsert", { contact: { ...contact, postal_code: "" } })
+        expect([upsert.status, upsert.json]).toEqual([200, { ok: true, id: expect.any(String), is_new: true }])
+        const contactId = (upsert.json as { id: string }).id
+        const booked = yield* call(id, "appointments", { appointment: { ...appointment(contactId, 10), service_id: "" } })
+        expect([booked.status, booked.json]).toMatchObject([200, { ok: true, confirmed: true }])
+        const sent = yield* S.bridgeRequestsSince(mark)
+        expect(sent.map((r) => r.operation)).toEqual(["contacts.upsert", "appointments.create"])
+        expect(JSON.stringify(sent[0]!.body)).not.toContain("postal_code")
+        expect(JSON.stringify(sent[1]!.body)).not.toContain("service_id")
+      }))
+  }
+
   it.effect("Operation rule 5: a taken slot answers 200 {ok: false, reason: \"conflict\"}", () =>
     Effect.gen(function*() {
       const id = yield* connected("rest")

@@ -10,6 +10,10 @@
  * variables ignored; `Accept-Encoding: identity` and encoded responses
  * refused; a 10 s deadline over the whole exchange including the body; 1 MiB
  * cap on request and response bodies, enforced while streaming.
+ *
+ * A call that needs only the status (a webhook receiver's answer) asks for
+ * `responseBody: "discard"`: it is answered with the response head, and the
+ * body, whatever its size or encoding, is drained unread up to 1 MiB.
  */
 import { Context, Duration, Effect, Either, Layer } from "effect"
 import type { ConfigError } from "effect"
@@ -43,7 +47,7 @@ export interface EgressResponse {
   readonly status: number
   /** Response headers, names lower-case, repeated headers joined with ", ". */
   readonly headers: Readonly<Record<string, string>>
-  /** The whole body, at most 1 MiB. */
+  /** The whole body, at most 1 MiB; empty when the request discards it. */
   readonly body: Uint8Array
   /** Wall time of the exchange, in milliseconds. */
   readonly durationMs: number

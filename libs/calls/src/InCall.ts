@@ -3,16 +3,17 @@
  * the caller is on the line — contacts.search, contacts.upsert,
  * availability.list, appointments.create.
  *
- * Each is one bridge exchange inside `Schedules.inCallBudget` (the client's
- * `in-call` policy: no post-call retry schedule; Errors rule 3), and answers
- * a structured value the agent can act on: `{ok: true, ...receipt}`, or
- * `{ok: false, reason, message}` with
+ * Each is one bridge exchange (the client's `in-call` policy: no post-call
+ * retry schedule; Errors rule 3), and the whole request — the connection
+ * lookup (database, vault) included, not only the exchange — runs inside
+ * `Schedules.inCallBudget`. Each answers a structured value the agent can act
+ * on: `{ok: true, ...receipt}`, or `{ok: false, reason, message}` with
  *
  * | reason | when |
  * |---|---|
  * | `conflict` | the bridge answered 409 (slot taken, write conflict) |
  * | `unavailable` | 429, 5xx or a network failure before the budget ran out |
- * | `timeout` | no answer within the in-call budget |
+ * | `timeout` | no answer within the in-call budget, counted from the start of the request |
  * | `rejected` | the credential was refused (401), the answer was not a valid receipt, another 4xx or redirect, egress refused, or the input was refused before sending |
  * | `not_configured` | demo or sandbox account, no connection for the tenant, the bridge does not offer the operation, or the stored connection is unusable |
  *
@@ -100,6 +101,8 @@ export type AppointmentAnswer = typeof AppointmentAnswer.Type
 
 const failed = (reason: Reason, message: string): Failure => ({ ok: false, reason, message })
 
+const budgetSpent = `The in-call time budget of ${Duration.format(Schedules.inCallBudget)} ran out before the bridge answered.`
+
 /** The reason for a bridge failure; `elapsed` tells a budget timeout from a fast network failure. */
 export const reasonOf = (error: BridgeError, elapsed: Duration.Duration): Reason => {
   switch (error._tag) {
@@ -151,6 +154,12 @@ export class InCall extends Effect.Service<InCall>()("@crm-relay/calls/InCall", 
           )
         )
       }).pipe(
+        // The budget is the whole request: a slow lookup before the exchange must not push the answer past it.
+        Effect.timeoutTo({
+          duration: Schedules.inCallBudget,
+          onSuccess: (answer): ({ readonly ok: true } & A) | Failure => answer,
+          onTimeout: () => failed("timeout", budgetSpent)
+        }),
         Effect.tap((result) =>
           Effect.logDebug("In-call operation").pipe(
             Effect.annotateLogs({

@@ -7,8 +7,9 @@ import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Accounts, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
+import { Schedules } from "@crm-relay/bridge"
 import { Eventually } from "@crm-relay/testing"
-import { Clock, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
 import { Connections } from "../src/Connections.js"
 import { CrmPushJobs } from "../src/CrmPush/Jobs.js"
@@ -20,7 +21,8 @@ import { CallOutcome } from "../src/Outcomes/CallOutcome.js"
 import { Routing } from "../src/Routing.js"
 import { ConnectionsLive, settings, TENANT } from "./ConnectionsHarness.js"
 
-const PipelineLive = Outcomes.Default.pipe(
+/** The pipeline with the real retry schedule (`Schedules.postCallRetry`). */
+const PipelineWithPostCallRetry = Outcomes.Default.pipe(
   Layer.provideMerge(Layer.mergeAll(
     Routing.Default,
     CrmPushJobs.Default,
@@ -29,7 +31,11 @@ const PipelineLive = Outcomes.Default.pipe(
     Subscriptions.Subscriptions.Default,
     IntegrationKeys.IntegrationKeys.Default
   )),
-  Layer.provideMerge(ConnectionsLive),
+  Layer.provideMerge(ConnectionsLive)
+)
+
+/** The pipeline with a short retry schedule, on the real clock. */
+const PipelineLive = PipelineWithPostCallRetry.pipe(
   Layer.provideMerge(Layer.succeed(CrmPushRetry, {
     schedule: Schedule.spaced(Duration.millis(50)).pipe(Schedule.intersect(Schedule.recurs(3)))
   }))
@@ -213,6 +219,47 @@ describe("outcomes and the CRM push", () => {
         }
       }))
 
+    it.effect("Serialization rule 2: \"A field marked Optional is omitted when absent. It is never sent as null.\" — an outcome with an empty postal_code and an empty service_id is accepted, and the push sends neither (\"Omitted when empty\"): the upsert and the requested booking are made", () =>
+      Effect.gen(function*() {
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        const accountId = yield* connectedAccount()
+        const callId = `call-${randomUUID()}`
+        const booking = {
+          status: "requested",
+          start: "2031-03-04T09:00:00-05:00",
+          end: "2031-03-04T10:00:00-05:00",
+          timezone: "America/New_York",
+          slot_text: "Tuesday at nine",
+          title: "Leak repair",
+          notes: "",
+          address: "2 Compiler Road",
+          job_type: "Leak",
+          service_id: ""
+        }
+        const caller = {
+          full_name: "Grace Hopper",
+          first_name: "Grace",
+          last_name: "Hopper",
+          phones: ["+1 555 0199"],
+          emails: ["grace@example.com"],
+          address: "2 Compiler Road",
+          postal_code: ""
+        }
+        yield* (yield* Outcomes).accept(callId, outcomeFor(accountId, { classification: "booking", booking, caller }))
+        const job = yield* pushUntilSettled(callId)
+        expect(job.status).toBe("succeeded")
+        expect(job.receipts.map((r) => [r.operation, r.outcome])).toEqual([["contacts.upsert", "receipt"], ["appointments.create", "receipt"]])
+        const sent = (yield* bridge.control.received).filter((r) =>
+          JSON.stringify(r.body).includes(callId) || JSON.stringify(r.body).includes("Tuesday at nine")
+        )
+        expect(sent.map((r) => [r.operation, r.status])).toEqual([["contacts.upsert", 200], ["appointments.create", 200]])
+        expect(JSON.stringify(sent[0]!.body)).not.toContain("postal_code")
+        expect(JSON.stringify(sent[1]!.body)).not.toContain("service_id")
+        const [delivery] = yield* deliveriesOf(callId)
+        expect(delivery).toMatchObject({ event: "booking" })
+        expect(JSON.stringify(delivery!.payload)).not.toContain("postal_code")
+      }))
+
     it.effect("routing: demo → event at once; no connection → event at once; spam → stored only; rules can narrow classifications", () =>
       Effect.gen(function*() {
         const outcomes = yield* Outcomes
@@ -243,5 +290,69 @@ describe("outcomes and the CRM push", () => {
         const sql = yield* SqlClient.SqlClient
         expect(yield* sql`SELECT id FROM crm_push_jobs WHERE call_id = ${callId}`).toHaveLength(1)
       }))
+  })
+
+  layer(PipelineWithPostCallRetry, { timeout: Duration.seconds(120) })((it) => {
+    it.effect("A captured lead is never lost: a requested booking whose appointments.create answers 503 until the retry schedule (postCallRetry) ends is given up like a 409 — the lead carrying the request is written and the booking event says requested", () =>
+      Effect.gen(function*() {
+        // The queue compares due times with the database's: start the TestClock at the real time.
+        yield* TestClock.setTime(Date.now())
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        const sql = yield* SqlClient.SqlClient
+        const connections = yield* Connections
+        const accountId = yield* connectedAccount()
+        const callId = `call-${randomUUID()}`
+        const booking = {
+          status: "requested",
+          start: "2031-03-05T09:00:00-05:00",
+          end: "2031-03-05T10:00:00-05:00",
+          timezone: "America/New_York",
+          slot_text: "Wednesday at nine",
+          title: "Leak repair",
+          notes: "Side door",
+          address: "2 Compiler Road",
+          job_type: "Leak"
+        }
+        yield* bridge.control.setFault(Faults.status(503), { operation: "appointments.create", times: "always" })
+        yield* (yield* Outcomes).accept(callId, outcomeFor(accountId, { classification: "booking", booking }))
+        const lookup: CrmPushWorker.ConnectionLookup = (a, t) =>
+          Effect.map(connections.find(a, t), Option.map((c) => ({ connection: c.connection, capabilities: Option.some(c.capabilities.operations) })))
+        yield* Effect.forkScoped(CrmPushWorker.run(lookup, { pollInterval: Duration.hours(1) }))
+        // Each run ends with the job waiting for a later time (then the clock is moved there) or finished.
+        const waiting = sql<{ status: string; next_attempt_at: Date }>`SELECT status, next_attempt_at FROM crm_push_jobs
+          WHERE call_id = ${callId} AND lease_owner IS NULL`
+        for (let run = 0; run < 40; run++) {
+          let job: { status: string; next_attempt_at: Date } | undefined
+          yield* Eventually.eventually(
+            Effect.gen(function*() {
+              const now = yield* TestClock.currentTimeMillis
+              ;[job] = (yield* Effect.orDie(waiting)).filter((j) => j.status !== "pending" || j.next_attempt_at.getTime() > now)
+              return job !== undefined
+            }),
+            Duration.seconds(60)
+          )
+          if (job!.status !== "pending") break
+          yield* TestClock.setTime(job!.next_attempt_at.getTime())
+        }
+        const job = Option.getOrThrow(yield* (yield* CrmPushJobs).findByCall(callId))
+        expect(job.status).toBe("succeeded")
+        expect(job.receipts.map((r) => [r.operation, r.outcome])).toEqual([
+          ["contacts.upsert", "receipt"],
+          ["appointments.create", "refused"],
+          ["leads.create", "receipt"]
+        ])
+        expect(job.receipts[1]!.receipt).toMatchObject({ error: "Transient", status: 503 })
+        // The booking was tried through the whole schedule (10 retries), with one key, and never confirmed.
+        const bookings = (yield* bridge.control.received).filter((r) => r.operation === "appointments.create" && JSON.stringify(r.body).includes("Wednesday at nine"))
+        expect(bookings.map((r) => r.status)).toEqual(Array(Schedules.POST_CALL_MAX_RETRIES + 1).fill(503))
+        expect(new Set(bookings.map((r) => r.idempotencyKey))).toEqual(new Set([job.receipts[1]!.idempotency_key]))
+        const lead = (yield* bridge.control.records).leads.find((l) => l.lead.call_id === callId)!
+        expect(lead.lead.notes).toContain("Requested appointment: Wednesday at nine")
+        const deliveries = yield* sql<{ event: string; payload: { appointment: { status: string; external_id: string } } }>`
+          SELECT event, payload FROM deliveries WHERE call_id = ${callId}`
+        expect(deliveries.map((d) => [d.event, d.payload.appointment.status, d.payload.appointment.external_id])).toEqual([
+          ["booking", "requested", ""]
+        ])
+      }).pipe(Effect.scoped))
   })
 })

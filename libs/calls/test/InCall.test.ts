@@ -4,7 +4,8 @@ import type { AppointmentInput, AvailabilityWindowInput, ContactInput } from "@c
 import { BridgeClients, Schedules } from "@crm-relay/bridge"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Vault } from "@crm-relay/store"
-import { Clock, Duration, Effect, Either, Fiber, Layer, Option, Schedule, TestClock } from "effect"
+import { Eventually } from "@crm-relay/testing"
+import { Clock, Deferred, Duration, Effect, Either, Fiber, Layer, Option, Schedule, TestClock } from "effect"
 import { Connections } from "../src/Connections.js"
 import { InCall } from "../src/InCall.js"
 import * as Harness from "./ConnectionsHarness.js"
@@ -120,6 +121,25 @@ layer(Live)("InCall", (it) => {
     })
   }
 
+  for (const transport of Harness.TRANSPORTS) {
+    it.effect(`Serialization rule 2 over ${transport}: "A field marked Optional is omitted when absent. It is never sent as null." — an empty postal_code ("Omitted when no postal code is supplied") and an empty service_id ("Omitted when empty") are left out of the bodies sent, and the upsert and the booking succeed`, () =>
+      Effect.gen(function*() {
+        const { accountId, bridge, inCall, mark, tenantId } = yield* connected(transport)
+        const upserted = yield* inCall.contactsUpsert(accountId, tenantId, { ...contact, postal_code: "" })
+        expect(upserted).toMatchObject({ ok: true, is_new: true })
+        const id = upserted.ok ? upserted.id : ""
+        const booked = yield* inCall.appointmentsCreate(accountId, tenantId, { ...appointment(id), service_id: "" })
+        expect(booked).toMatchObject({ ok: true, confirmed: true })
+        const received = yield* since(bridge, mark)
+        expect(received.map((r) => [r.operation, r.status])).toEqual([["contacts.upsert", 200], ["appointments.create", 200]])
+        const [upsertBody, bookingBody] = received.map((r) => JSON.stringify(r.body))
+        expect(upsertBody).toContain("Ada Lovelace")
+        expect(upsertBody).not.toContain("postal_code")
+        expect(bookingBody).toContain("Boiler repair for Ada")
+        expect(bookingBody).not.toContain("service_id")
+      }))
+  }
+
   it.effect("Operation rule 5: a taken slot answers {ok: false, reason: \"conflict\"} (409, never retried)", () =>
     Effect.gen(function*() {
       const { accountId, bridge, inCall, mark, tenantId } = yield* connected()
@@ -151,6 +171,31 @@ layer(Live)("InCall", (it) => {
       yield* Effect.sleep("300 millis").pipe(Effect.withClock(Clock.make()))
       const answered = (yield* since(bridge, mark)).filter((r) => r.operation === "appointments.create")
       expect(answered).toEqual([])
+    }))
+
+  it.effect("Errors rule 3: \"In-call operations are time-bounded\" — the budget is the whole in-call request: a slow connection lookup before the exchange still answers {ok: false, reason: \"timeout\"} when the budget runs out", () =>
+    Effect.gen(function*() {
+      const { accountId, bridge, mark, tenantId } = yield* connected()
+      const connections = yield* Connections
+      const lookupStarted = yield* Deferred.make<void>()
+      // The lookup (database, vault) is slow this time: it takes far longer than the budget.
+      const slowLookup = Layer.succeed(
+        Connections,
+        Connections.make({
+          ...connections,
+          state: (account, tenant) =>
+            Effect.zipRight(Deferred.succeed(lookupStarted, undefined), Effect.delay(connections.state(account, tenant), "60 seconds"))
+        })
+      )
+      const inCall = yield* Effect.provide(InCall, InCall.Default.pipe(Layer.provide(slowLookup)))
+      const before = yield* TestClock.currentTimeMillis
+      const fiber = yield* Effect.fork(inCall.contactsUpsert(accountId, tenantId, contact))
+      yield* Deferred.await(lookupStarted)
+      yield* TestClock.adjust(Schedules.inCallBudget)
+      yield* Eventually.eventually(Effect.map(Fiber.poll(fiber), Option.isSome))
+      expect(yield* Fiber.join(fiber)).toMatchObject({ ok: false, reason: "timeout" })
+      expect((yield* TestClock.currentTimeMillis) - before).toBe(Duration.toMillis(Schedules.inCallBudget))
+      expect(yield* since(bridge, mark)).toEqual([])
     }))
 
   it.effect("Errors table: 429, 5xx and a lost connection answer {ok: false, reason: \"unavailable\"}", () =>

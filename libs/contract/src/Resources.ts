@@ -7,12 +7,33 @@
  * `""` or `[]`; an Optional field is `Schema.optionalWith(…, { exact: true })`,
  * so it is omitted when absent and a `null` is refused rather than sent;
  * decoding ignores unknown additional fields (Effect's default).
+ *
+ * An Optional string the contract says is "omitted when empty"
+ * (`postal_code`, `service_id`) is {@link OmittedWhenEmpty}: callers may hold
+ * `""`, and decoding — which is how every request body is built from our
+ * values before it is sent — drops it, so it is never sent as `""` and never a
+ * reason to refuse.
  */
-import { Schema } from "effect"
+import { identity, Option, Schema } from "effect"
 import { endAfterStart, Instant, NonBlankString, TimeZone } from "./Values.js"
 
 /** An Optional field: omitted when absent, never encoded as null (Serialization rule 2). */
 export const Optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+/** A string with something in it: not empty, not only whitespace. */
+const Supplied = Schema.String.pipe(
+  Schema.filter((s) => s.trim() !== "", { message: () => "is omitted when empty, never sent as \"\"" })
+)
+
+/**
+ * An Optional string that is omitted when empty (Serialization rule 2): an
+ * empty (or blank) value decodes as absent, so it is never sent as `""`.
+ */
+export const OmittedWhenEmpty = (description: string) =>
+  Schema.optionalToOptional(Schema.String.annotations({ description }), Supplied.annotations({ description }), {
+    decode: Option.filter((s) => s.trim() !== ""),
+    encode: identity
+  })
 
 /** A Present array of strings: always encoded, `[]` when empty (Serialization rule 1). */
 const Strings = Schema.Array(Schema.String)
@@ -28,7 +49,7 @@ export const Contact = Schema.Struct({
   phones: Strings.annotations({ description: "Callback phone strings, normalized where possible; may be empty." }),
   emails: Strings.annotations({ description: "Emails as captured; may be empty." }),
   tags: Strings.annotations({ description: "Source tag strings; may be empty." }),
-  postal_code: Optional(Schema.String.annotations({ description: "Omitted when no postal code is supplied." }))
+  postal_code: OmittedWhenEmpty("Omitted when no postal code is supplied.")
 }).annotations({ identifier: "Contact", title: "Contact" })
 export type Contact = typeof Contact.Type
 
@@ -72,9 +93,7 @@ const appointmentFields = {
   title: Schema.String.annotations({ description: "Appointment title or display label; may be empty." }),
   source: Schema.String.annotations({ description: "Attribution text; may be empty." }),
   location: Optional(Location),
-  service_id: Optional(
-    Schema.String.pipe(Schema.minLength(1, { message: () => "service_id is omitted when empty, never sent as \"\"" }))
-  )
+  service_id: OmittedWhenEmpty("Omitted when empty.")
 }
 
 /**

@@ -82,10 +82,21 @@ describe("Serialization rules", () => {
     )
   })
 
-  it("Appointment: service_id is omitted when empty, never sent as \"\"", () => {
-    expect(() => Schema.decodeUnknownSync(Appointment)({ ...Examples.appointment, service_id: "" })).toThrow(
-      /omitted when empty/
-    )
+  it("rule 2: \"A field marked Optional is omitted when absent. It is never sent as null.\" — Contact.postal_code \"Omitted when no postal code is supplied\" and Appointment.service_id \"Omitted when empty\": an empty value is omitted, never sent as \"\", never a reason to refuse", () => {
+    for (const empty of ["", "   "]) {
+      const contact = Schema.decodeUnknownSync(Contact)({ ...Examples.contact, postal_code: empty })
+      expect(Object.keys(Schema.encodeSync(Contact)(contact))).not.toContain("postal_code")
+      const appointment = Schema.decodeUnknownSync(Appointment)({ ...Examples.appointment, service_id: empty })
+      expect(Object.keys(Schema.encodeSync(Appointment)(appointment))).not.toContain("service_id")
+      const upsert = Schema.decodeUnknownSync(Operations.ContactsUpsertRequest)({
+        ...Examples.contactsUpsertRequest,
+        contact: { ...Examples.contact, postal_code: empty }
+      })
+      expect(JSON.stringify(upsert)).not.toContain("postal_code")
+    }
+    // A value that is there is sent as it is.
+    expect(Schema.decodeUnknownSync(Contact)({ ...Examples.contact, postal_code: " 62704" }).postal_code).toBe(" 62704")
+    expect(Schema.decodeUnknownSync(Appointment)({ ...Examples.appointment, service_id: "svc-9" }).service_id).toBe("svc-9")
   })
 
   it("rule 3: decoding accepts unknown additional fields", () => {

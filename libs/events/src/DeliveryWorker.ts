@@ -4,8 +4,10 @@
  * target URL through the one safe egress (`allowQuery: true`: receiver URLs
  * may carry a query), signed per Standard Webhooks with the account's secret.
  *
- * - 2xx: delivered. Anything else is a failure: 3xx (never followed), 4xx,
- *   5xx, timeout, network. Failures are retried on `deliveryRetry` (at least
+ * - 2xx: delivered, whatever the body (its size, its Content-Encoding): only
+ *   the status and headers are read, the body is drained unread by egress.
+ *   Anything else is a failure: 3xx (never followed), 4xx, 5xx, timeout,
+ *   network. Failures are retried on `deliveryRetry` (at least
  *   60 s after a timeout or 429, Retry-After honoured up to 10 hours) and the
  *   delivery fails for good (dead letter, replayable) when it ends.
  * - Egress refused the target (private, loopback or metadata address, not
@@ -15,7 +17,8 @@
  *   delivery fails with that reason.
  * - Every attempt is a `delivery_attempts` row (stored with the outcome, in
  *   one statement) and one structured log line; neither holds the target's
- *   path or query, the payload, or the secret.
+ *   path or query, the payload, the secret, or text of the receiver's
+ *   headers.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Egress, type EgressError, type EgressResponse } from "@crm-relay/bridge"
@@ -73,10 +76,11 @@ export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMi
         return failed("timeout", error.message, { retryable: true, wait: DeliverySchedule.MIN_WAIT_AFTER_TIMEOUT_OR_429 })
       case "EgressNetworkError":
         return failed("network", error.message, { retryable: true, wait: Duration.zero })
+      // Not raised when the body is discarded (as deliveries ask); written without the remote header either way.
       case "EgressResponseTooLarge":
-        return failed("response_too_large", error.message, { retryable: true, wait: Duration.zero })
+        return failed("response_too_large", "The receiver's answer was larger than 1 MiB.", { retryable: true, wait: Duration.zero })
       case "EgressEncodingRefused":
-        return failed("encoding", error.message, { retryable: true, wait: Duration.zero })
+        return failed("encoding", "The receiver's answer was encoded.", { retryable: true, wait: Duration.zero })
     }
   }
   const { status, headers } = sent.right
@@ -140,7 +144,7 @@ export const makeHandler = Effect.gen(function*() {
         url: job.data.target_url,
         headers: WebhookSigner.headers({ key: key.right, id: job.id, timestamp: Math.floor(startedAt / 1000), body: job.data.body }),
         body: job.data.body,
-        options: { allowQuery: true, purpose: "webhook" }
+        options: { allowQuery: true, purpose: "webhook", responseBody: "discard" }
       }).pipe(Effect.either)
       const endedAt = yield* Clock.currentTimeMillis
       return {

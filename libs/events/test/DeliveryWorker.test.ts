@@ -8,6 +8,8 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, Redacted, TestClock } from "effect"
+import { MAX_BODY_BYTES } from "@crm-relay/bridge"
+import { gzipSync } from "node:zlib"
 import { Webhook } from "standardwebhooks"
 import { Deliveries } from "../src/Deliveries.js"
 import * as DeliverySchedule from "../src/DeliverySchedule.js"
@@ -374,6 +376,44 @@ layer(quiet, { excludeTestServices: true })("Webhook delivery on the real clock"
       const statuses = yield* sql<{ status: string; n: number }>`SELECT status, count(*)::int AS n FROM deliveries
         WHERE account_id = ${account.id} GROUP BY status`
       expect(statuses).toEqual([{ status: "delivered", n: 150 }])
+    }))
+})
+
+// The egress deadline of the contract (10 s): these answers must be judged on what they say, not on a busy machine's speed.
+layer(Harness.layerWith(Duration.seconds(10)))("Webhook delivery: what a 2xx may carry", (it) => {
+  it.effect("Delivery rule: \"A 2xx is success whatever its body\" — a receiver answering 2xx with a Content-Encoding or a body over 1 MiB has accepted the event: delivered once, not retried; the attempt log keeps no remote header text", () =>
+    Effect.gen(function*() {
+      yield* realisticNow
+      const { main } = yield* Harness.Receivers
+      main.script("/gzip", [{ status: 200, headers: { "content-encoding": "gzip" }, body: gzipSync(Buffer.alloc(8 * MAX_BODY_BYTES, 0x20)) }])
+      main.script("/large", [{ status: 202, body: Buffer.alloc(2 * MAX_BODY_BYTES, 0x20) }])
+      main.script("/coded-failure", [{ status: 503, headers: { "content-encoding": "x-remote-marker-3f9a" } }])
+      const account = yield* Harness.account()
+      yield* account.subscribe(main.url("/gzip", "receiver.localhost"))
+      yield* account.subscribe(main.url("/large", "receiver.localhost"))
+      yield* account.subscribe(main.url("/coded-failure", "receiver.localhost"))
+      yield* Harness.withWorker(Effect.gen(function*() {
+        const ids = yield* Harness.lead(account.id)
+        const byPath = new Map<string, { row: Harness.Row; logged: ReadonlyArray<Harness.AttemptRow> }>()
+        for (const id of ids) {
+          const row = yield* Harness.settled(id, 1)
+          byPath.set(new URL(yield* Harness.targetOf(id)).pathname, { row, logged: yield* Harness.attempts(id) })
+        }
+        for (const [path, status] of [["/gzip", 200], ["/large", 202]] as const) {
+          const { logged, row } = byPath.get(path)!
+          expect([row.status, row.attempts, row.last_error]).toEqual(["delivered", 1, null])
+          expect(logged.map((a) => [a.status_code, a.error_class, a.error, a.result])).toEqual([[status, null, null, "delivered"]])
+        }
+        const failing = byPath.get("/coded-failure")!
+        expect(failing.logged.map((a) => [a.status_code, a.error_class, a.error, a.result])).toEqual([
+          [503, "server_error", "The receiver answered 503.", "retry"]
+        ])
+        expect(JSON.stringify(failing)).not.toContain("marker")
+        // Accepted once: no second request arrives.
+        yield* Harness.pause(200)
+        expect(main.received("/gzip")).toHaveLength(1)
+        expect(main.received("/large")).toHaveLength(1)
+      }))
     }))
 })
 

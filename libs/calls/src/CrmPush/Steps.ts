@@ -2,7 +2,8 @@
  * The steps of one CRM push run against a bridge client: `contacts.upsert`,
  * then `leads.create` — or, for a `requested` booking on a bridge that
  * supports it, `appointments.create` (confirmed → `scheduled`; 409 or any
- * other refusal → a lead carrying the request, `requested`).
+ * other refusal → a lead carrying the request, `requested`; so too when it
+ * failed transiently until the retry schedule ended: see `bookingGivenUp`).
  *
  * Each step is one exchange (no in-memory retry: the job is rescheduled by
  * the worker on a Transient failure). A step whose receipt is already stored
@@ -10,7 +11,7 @@
  * the idempotency key the client sent (derived from the stored outcome, so
  * identical on every run).
  */
-import type { BridgeClient, BridgeError } from "@crm-relay/bridge"
+import type { BridgeClient, BridgeError, Transient } from "@crm-relay/bridge"
 import { IdempotencyKeys } from "@crm-relay/bridge"
 import { Operations, Resources } from "@crm-relay/contract"
 import { Effect, Either, Option, Schema } from "effect"
@@ -66,6 +67,40 @@ const keyOf = <A, I>(schema: Schema.Schema<A, I>, key: (tenantId: string, resour
 const contactKey = keyOf(Resources.Contact, IdempotencyKeys.contactKey)
 const appointmentKey = keyOf(Resources.Appointment, IdempotencyKeys.appointmentKey)
 const leadKey = keyOf(Resources.Lead, IdempotencyKeys.leadKey)
+
+// The appointment a requested booking asks for, and the key the client derives for it.
+const appointmentRequest = (input: PushInput, booking: Booking, tenantId: string, contactExternalId: string) => {
+  const appointment = Inputs.appointment(input.outcome, booking, contactExternalId)
+  return { appointment, key: appointmentKey(tenantId, appointment) }
+}
+
+/**
+ * A requested booking whose appointments.create failed transiently until the
+ * retry schedule ended is not lost with the job: this is its refusal to store,
+ * after which the next run writes the lead carrying the request (as after a
+ * 409). None when the push holds no requested booking to give up.
+ */
+export const bookingGivenUp = (
+  input: PushInput,
+  tenantId: string,
+  stored: ReadonlyArray<StoredStep>,
+  error: Transient
+): Option.Option<StoredStep> => {
+  const booking = input.outcome.booking
+  if (booking?.status !== "requested") return Option.none()
+  const upserted = Option.flatMap(
+    Option.fromNullable(stored.find((s) => s.operation === "contacts.upsert" && s.outcome === "receipt")),
+    (s) => decodeUpsert(s.receipt)
+  )
+  const contactExternalId = Option.match(upserted, { onNone: () => booking.contact_external_id ?? "", onSome: (r) => r.id })
+  if (contactExternalId === "") return Option.none()
+  return Option.some({
+    operation: "appointments.create",
+    idempotency_key: appointmentRequest(input, booking, tenantId, contactExternalId).key,
+    outcome: "refused",
+    receipt: { error: "Transient", status: error.status, message: error.message, retry: "the retry schedule ended" }
+  })
+}
 
 const supports = (input: PushInput, operation: Operations.OperationName): boolean =>
   Option.match(input.capabilities, { onNone: () => true, onSome: (ops) => ops.includes(operation) })
@@ -123,8 +158,7 @@ export const run = (
         }
       }
       if (Option.isNone(previous)) {
-        const appointmentInput = Inputs.appointment(outcome, booking, contactExternalId)
-        const key = appointmentKey(tenantId, appointmentInput)
+        const { appointment: appointmentInput, key } = appointmentRequest(input, booking, tenantId, contactExternalId)
         // 409 and every other refusal mean "not booked": the lead carries the request.
         const refused = (why: Readonly<Record<string, unknown>>) =>
           Effect.as(

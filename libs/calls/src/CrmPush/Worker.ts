@@ -8,7 +8,11 @@
  * - Transient (429, 5xx, network, timeout) → rescheduled after the delay
  *   the retry schedule gives for this attempt (never less than the bridge's
  *   Retry-After), or dead-lettered (`failed`, error class `Transient`) when
- *   the schedule ends;
+ *   the schedule ends — except a requested booking whose appointments.create
+ *   never went through: a captured lead is never lost, so the booking is
+ *   given up (stored as refused, as after a 409) and the job runs again at
+ *   once, with a retry schedule of its own, to write the lead carrying the
+ *   request (the event then says `requested`);
  * - Conflict, Auth, Permanent, NotSupported, NotConfigured → `failed` at
  *   once, visible to the operator, replayable.
  *
@@ -143,6 +147,29 @@ export const handle = (lookup: ConnectionLookup) =>
           error: message,
           record: sql`UPDATE crm_push_jobs SET error_class = 'Transient', updated_at = now() WHERE id = ${job.id}`
             .pipe(Effect.asVoid)
+        })
+      }
+      const givenUp = failure.operation === "appointments.create"
+        ? Steps.bookingGivenUp(
+          { callId, outcome, capabilities: found.value.capabilities },
+          client.value.tenantId,
+          yield* receipts.list(job.id),
+          failure
+        )
+        : Option.none()
+      if (Option.isSome(givenUp)) {
+        yield* Effect.logWarning("CRM push: the requested booking could not be made; the lead carries the request").pipe(
+          Effect.annotateLogs({ call_id: callId, problem: message, attempts: job.attempt })
+        )
+        return JobQueue.JobResult.Retry({
+          delay: Duration.zero,
+          error: message,
+          // The lead starts a schedule of its own, as on a replay: attempts and first attempt afresh.
+          set: { attempts: 0, first_attempt_at: null },
+          record: Effect.zipRight(
+            receipts.put(job.id, givenUp.value),
+            sql`UPDATE crm_push_jobs SET error_class = 'Transient', updated_at = now() WHERE id = ${job.id}`
+          ).pipe(Effect.asVoid)
         })
       }
       yield* Effect.logError("CRM push dead-lettered: the retry schedule ended").pipe(

@@ -3,9 +3,11 @@
  * "Post-call"), described once over the contract's value Schemas.
  *
  * Present fields are required (empty strings and arrays allowed), optional
- * ones are omitted rather than null. A booking's instants carry an explicit
- * offset and its end is after its start (Operation rules 7 and 8), so a
- * refused outcome is answered 400 naming the field before anything is stored.
+ * ones are omitted rather than null; an empty `postal_code` or `service_id`
+ * is taken as absent (the contract omits them when empty). A booking's
+ * instants carry an explicit offset and its end is after its start
+ * (Operation rules 7 and 8), so a refused outcome is answered 400 naming the
+ * field before anything is stored.
  */
 import { Resources, Values } from "@crm-relay/contract"
 import { Schema } from "effect"
@@ -21,7 +23,7 @@ export const Caller = Schema.Struct({
   phones: Strings,
   emails: Strings,
   address: Schema.String,
-  postal_code: Optional(Schema.String)
+  postal_code: Resources.OmittedWhenEmpty("Omitted when no postal code is supplied.")
 }).annotations({ identifier: "OutcomeCaller" })
 export type Caller = typeof Caller.Type
 
@@ -51,9 +53,7 @@ export const Booking = Schema.Struct({
   notes: Schema.String,
   address: Schema.String,
   job_type: Schema.String,
-  service_id: Optional(
-    Schema.String.pipe(Schema.minLength(1, { message: () => "service_id is omitted when empty, never sent as \"\"" }))
-  )
+  service_id: Resources.OmittedWhenEmpty("Omitted when empty.")
 }).pipe(
   Schema.filter((b) => Values.endAfterStart(b) || { path: ["end"], message: "end must be after start" }),
   Schema.filter((b) =>

@@ -5,10 +5,10 @@
  */
 import type { ContactInput, LeadInput, AppointmentInput } from "@crm-relay/bridge"
 import { Resources } from "@crm-relay/contract"
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
 import type { Booking, CallOutcome } from "../Outcomes/CallOutcome.js"
 
-const isContact = Schema.is(Resources.Contact)
+const decodeContact = Schema.decodeUnknownOption(Resources.Contact)
 
 /** The caller as a svc.crm.v1 Contact, attributed to the call. */
 export const contact = (callId: string, outcome: CallOutcome): ContactInput => ({
@@ -29,7 +29,8 @@ export const contact = (callId: string, outcome: CallOutcome): ContactInput => (
  * email (Resources: "A contact upsert needs at least one usable phone or
  * email"); without one the lead still carries the caller.
  */
-export const canUpsert = (input: ContactInput): boolean => isContact(input) && Resources.hasUsableIdentity(input)
+export const canUpsert = (input: ContactInput): boolean =>
+  Option.exists(decodeContact(input), Resources.hasUsableIdentity)
 
 /** The requested appointment in words, for a lead that carries the request instead of a booking. */
 export const describeRequest = (booking: Booking): string => {

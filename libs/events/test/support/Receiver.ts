@@ -1,7 +1,7 @@
 /**
  * Webhook receivers for tests: real HTTPS servers on loopback that record
  * every request (headers, body, arrival time) and answer from a per-path
- * script (status, headers, delay). Servers that must never be reached
+ * script (status, headers, body, delay). Servers that must never be reached
  * (127.0.0.2, ::1) record too, so a test can prove they received nothing.
  */
 import { Certificate } from "@crm-relay/testing"
@@ -23,6 +23,8 @@ export interface Received {
 export interface Answer {
   readonly status: number
   readonly headers?: Readonly<Record<string, string>>
+  /** The body; default `{"ok":true}`. */
+  readonly body?: string | Uint8Array
   /** Real milliseconds to wait before answering. */
   readonly delayMs?: number
 }
@@ -65,7 +67,7 @@ export const make = (
         const reply = () => {
           if (response.destroyed) return
           response.writeHead(answer.status, { "content-type": "application/json", ...answer.headers })
-          response.end("{\"ok\":true}")
+          response.end(answer.body ?? "{\"ok\":true}")
         }
         if (answer.delayMs === undefined) reply()
         else setTimeout(reply, answer.delayMs)

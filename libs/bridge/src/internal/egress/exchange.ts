@@ -4,6 +4,12 @@
  * deadline. Any end other than a fully read response aborts the request,
  * which drops its connection instead of returning it to the pool.
  *
+ * A request that discards the body ends with the response head instead: its
+ * answer is the status and headers, whatever the body holds or however it is
+ * encoded. The body is then drained unread, never decoded, until it ends
+ * (the connection is reused), passes 1 MiB or the deadline (the connection
+ * is dropped).
+ *
  * Written on undici's `dispatch` handler API inside a single `Effect.async`:
  * no promise, no body stream and one async boundary per exchange keep egress
  * close to the cost of a raw undici request.
@@ -55,7 +61,9 @@ const refuseHeaders = (host: string, headers: Record<string, string>): EgressErr
   return undefined
 }
 
-/** Sends `request` and reads the whole response; no redirect is followed. */
+const NO_BODY = new Uint8Array(0)
+
+/** Sends `request` and reads the whole response (or only its head); no redirect is followed. */
 export const exchange = (
   agent: Agent,
   request: PreparedRequest,
@@ -63,7 +71,7 @@ export const exchange = (
   timeoutMs: number
 ): Effect.Effect<RawResponse, EgressError> =>
   Effect.async<RawResponse, EgressError>((resume) => {
-    const { host } = request
+    const { discardBody, host } = request
     let settled = false
     let controller: Dispatcher.DispatchController | undefined
     let status = 0
@@ -79,7 +87,14 @@ export const exchange = (
       controller?.abort(error)
       resume(Effect.fail(error))
     }
-    const disarm = deadlines.arm(() => fail(new EgressTimeout({ host, timeoutMs })))
+    // After a head-only answer settled: stop draining a body that is too long or too slow.
+    const drop = (reason: string) => {
+      disarm()
+      controller?.abort(new EgressNetworkError({ host, kind: "protocol", reason }))
+    }
+    const disarm = deadlines.arm(() =>
+      settled ? drop("the discarded response body ran past the deadline") : fail(new EgressTimeout({ host, timeoutMs }))
+    )
 
     agent.dispatch(
       {
@@ -100,23 +115,31 @@ export const exchange = (
           if (statusCode < 200 || settled) return
           status = statusCode
           headers = flattenHeaders(responseHeaders)
+          if (discardBody) {
+            settled = true
+            return resume(Effect.succeed({ status, headers, body: NO_BODY }))
+          }
           const refusal = refuseHeaders(host, headers)
           if (refusal !== undefined) fail(refusal)
         },
         onResponseData: (_, chunk) => {
-          if (settled) return
           size += chunk.byteLength
+          if (discardBody) {
+            if (size > MAX_BODY_BYTES) drop("the discarded response body passed 1 MiB")
+            return
+          }
+          if (settled) return
           if (size > MAX_BODY_BYTES) return fail(new EgressResponseTooLarge({ host, limitBytes: MAX_BODY_BYTES }))
           chunks.push(chunk)
         },
         onResponseEnd: () => {
-          if (settled) return
+          if (settled) return disarm()
           settled = true
           disarm()
           const body = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
           resume(Effect.succeed({ status, headers, body }))
         },
-        onResponseError: (_, error) => fail(classifyFailure(host, timeoutMs, error))
+        onResponseError: (_, error) => (settled ? disarm() : fail(classifyFailure(host, timeoutMs, error)))
       }
     )
 

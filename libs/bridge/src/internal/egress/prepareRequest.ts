@@ -22,6 +22,14 @@ export interface EgressRequestOptions {
   readonly allowQuery?: boolean
   /** What the call is for, for logs: "bridge", "oauth_token", "webhook". */
   readonly purpose?: string
+  /**
+   * `read` (default): the whole body is read (at most 1 MiB) and an encoded
+   * one is refused. `discard`: only the status and headers matter (a webhook
+   * receiver's answer); the exchange ends with the response head, and the
+   * body is drained unread and undecoded up to 1 MiB, then dropped with the
+   * connection.
+   */
+  readonly responseBody?: "read" | "discard"
 }
 
 /** One outbound HTTPS request. */
@@ -48,6 +56,7 @@ export interface PreparedRequest {
   readonly headers: Record<string, string>
   readonly body: Uint8Array | string | undefined
   readonly purpose: string
+  readonly discardBody: boolean
 }
 
 // Headers whose value egress decides (or that would let a caller steer the
@@ -138,6 +147,7 @@ export const prepareRequest = (
     method: request.method,
     headers,
     body: request.body,
-    purpose: request.options?.purpose ?? "unspecified"
+    purpose: request.options?.purpose ?? "unspecified",
+    discardBody: request.options?.responseBody === "discard"
   }))
 }
