@@ -1,3 +1,4 @@
 /** @crm-relay/testing — test support shared by every project. */
 export * as Certificate from "./Certificate.js"
 export * as Eventually from "./Eventually.js"
+export * as RawHttp from "./RawHttp.js"
