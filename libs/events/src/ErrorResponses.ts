@@ -12,8 +12,9 @@
 import { HttpApi, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
-import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST } from "effect"
+import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
 
 /** Request bodies above this are refused with 400. */
 export const MAX_BODY_BYTES = 64 * 1024
@@ -263,6 +264,44 @@ const undeclared = (
 }
 
 /**
+ * The request with a path the router can decode: a path that is not valid percent-encoding
+ * (e.g. `%C0%AF`) is taken literally, so that its pair is still served (key first, then the handler).
+ */
+const literalPath = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  const query = request.url.indexOf("?")
+  const path = query < 0 ? request.url : request.url.slice(0, query)
+  try {
+    decodeURIComponent(path)
+    return request
+  } catch {
+    return request.modify({ url: path.replaceAll("%", "%25") + (query < 0 ? "" : request.url.slice(query)) })
+  }
+}
+
+/**
+ * The request with a body reader that reads to the end, keeping at most `MAX_BODY_BYTES`:
+ * the platform's capped reader destroys the request past the cap, and with it the connection,
+ * so a chunked body over the cap was never answered. Every body reader of the request uses it.
+ */
+const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  const text = Effect.runSync(Effect.cached(
+    Stream.runFold(request.stream, { chunks: [] as Array<Uint8Array>, bytes: 0 }, (read, chunk) => {
+      read.bytes += chunk.length
+      if (read.bytes <= MAX_BODY_BYTES) read.chunks.push(chunk)
+      return read
+    }).pipe(
+      Effect.flatMap((read) =>
+        read.bytes > MAX_BODY_BYTES
+          ? Effect.fail(new HttpServerError.RequestError({ request, reason: "Decode", cause: new Error("maxBytes exceeded") }))
+          : Effect.succeed(Buffer.concat(read.chunks).toString("utf8"))
+      )
+    )
+  ))
+  // The platform's `json`, `urlParamsBody` and `unsafeText` read `this.text`: they see this one.
+  return Object.create(request, { text: { value: text } }) as HttpServerRequest.HttpServerRequest
+}
+
+/**
  * Turns every failure and defect of the API into the Error object, and caps
  * request bodies at `MAX_BODY_BYTES`. Provide it to `HttpApiBuilder.serve`.
  */
@@ -272,11 +311,15 @@ export const layer = (messages: Messages): Layer.Layer<never> =>
     const notFound = json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound })))
     return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (messages.serves !== undefined && !messages.serves(request.method, request.url)) return Effect.succeed(notFound)
-      // A declared oversize body is refused before it is read (Node discards the rest);
+      // Strict: the API reads a body only after the key (guardJsonBody), so an oversize one is refused then.
+      // Otherwise a declared oversize body is refused before it is read (Node discards the rest);
       // an undeclared (chunked) one is cut off by MaxBodySize while reading.
       const declared = Number(request.headers["content-length"] ?? "0")
-      if (declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
-      const answer = Effect.catchAllCause(capped, (cause) => toResponse(cause, request, messages))
+      if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
+      const app = messages.strict !== true
+        ? capped
+        : Effect.provideService(capped, HttpServerRequest.HttpServerRequest, drainingBody(literalPath(request)))
+      const answer = Effect.catchAllCause(app, (cause) => toResponse(cause, request, messages))
       // Strict: even a defect of the answer itself is the contract's 502, not the server's bare 500.
       return messages.strict === true
         ? Effect.catchAllCause(answer, (cause) => Effect.as(Effect.logError("Unexpected failure", cause), unreachable))

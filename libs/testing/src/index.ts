@@ -2,3 +2,4 @@
 export * as Certificate from "./Certificate.js"
 export * as Eventually from "./Eventually.js"
 export * as RawHttp from "./RawHttp.js"
+export * as EventApiFuzz from "./EventApiFuzz.js"

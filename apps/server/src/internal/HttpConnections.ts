@@ -3,8 +3,9 @@
  * pipelined requests of one connection are handled one after another, in
  * order (Node parses them all at once and would run their handlers side by
  * side, so two DELETEs of one subscription could race); bytes that are not
- * HTTP, an `Expect` Node does not know and a missing Host are answered with
- * the Error object (400) instead of Node's bare 400/408/417/431.
+ * HTTP, an `Expect` Node does not know, a missing Host and CONNECT are
+ * answered with the Error object instead of Node's bare 400/408/417/431 or
+ * a dropped connection.
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
@@ -37,10 +38,10 @@ const MALFORMED: Record<string, string> = {
   HPE_HEADERS_TIMEOUT: "The request did not arrive in time."
 }
 
-/** A complete raw 400 answer with the Error object; the connection closes after it. */
-export const rawBadRequest = (error: string): string => {
+/** A complete raw answer with the Error object; the connection closes after it. */
+export const rawAnswer = (status: 400 | 404, error: string): string => {
   const body = JSON.stringify({ error })
-  return "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n" +
+  return `HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : "Not Found"}\r\nContent-Type: application/json\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
 }
 
@@ -48,7 +49,7 @@ export const rawBadRequest = (error: string): string => {
  * Installs the rules on `server` (before anything else listens to its requests) and
  * answers the middleware that keeps each connection's requests in order.
  */
-export const install = (server: Http.Server): (app: HttpApp.Default) => HttpApp.Default => {
+export const install = (server: Http.Server, notFound: string): (app: HttpApp.Default) => HttpApp.Default => {
   // The latest response of each connection, and for each request the response it must wait for.
   const latest = new WeakMap<Duplex, Http.ServerResponse>()
   const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
@@ -68,12 +69,17 @@ export const install = (server: Http.Server): (app: HttpApp.Default) => HttpApp.
     if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
     const answer = () => {
       if (!socket.writable) return void socket.destroy()
-      socket.end(rawBadRequest(MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."), () => socket.destroy())
+      socket.end(rawAnswer(400, MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."), () => socket.destroy())
     }
     // Answers to the well-formed requests before it on this connection go first.
     const previous = latest.get(socket)
     if (previous === undefined) answer()
     else whenAnswered(previous, answer)
+  })
+
+  // CONNECT is no method of ours: without a listener Node would drop the connection unanswered.
+  server.on("connect", (_request: Http.IncomingMessage, socket: Duplex) => {
+    socket.end(rawAnswer(404, notFound), () => socket.destroy())
   })
 
   const missingHost = ErrorResponses.badRequest("The request has no Host header.")

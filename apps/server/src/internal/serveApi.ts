@@ -38,7 +38,7 @@ export const serveApi = <I, RApi, EApi>(options: {
   Layer.unwrapEffect(
     Effect.sync(() => {
       const server = Http.createServer(HttpConnections.serverOptions)
-      const inOrder = HttpConnections.install(server)
+      const inOrder = HttpConnections.install(server, options.messages.notFound)
       const graceMillis = options.graceMillis ?? 10_000
 
       const gracefulStop = Layer.scopedDiscard(
