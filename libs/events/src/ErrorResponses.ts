@@ -7,7 +7,9 @@
  * schemas, request-decoding failures as 400, unknown routes and methods as
  * 404, every other error the served API declares by its own schema and
  * status annotation (e.g. a 409 built with `Events.errorObject`), an
- * unreachable database as 502. It also caps request bodies.
+ * unreachable database as 502. It also caps request bodies. Strict (the
+ * public port): only the API's exact pairs reach the router, bodies are read
+ * to the end whatever their size, and no 500 or 503 is ever answered.
  */
 import { HttpApi, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as FileSystem from "@effect/platform/FileSystem"
