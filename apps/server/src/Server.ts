@@ -72,7 +72,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
       api: EventApiLive.layer,
       host: options.publicHost,
       port: options.port,
-      messages: { notFound: EventApiLive.messages.notFound },
+      messages: EventApiLive.errorPolicy,
       tag: PublicAddress
     })
     : Layer.empty

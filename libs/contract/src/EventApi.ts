@@ -5,7 +5,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { replaceDecodeErrors } from "./internal/openapi.js"
+import { declareRetryAfter, replaceDecodeErrors } from "./internal/openapi.js"
 import {
   BadRequest,
   NotFound,
@@ -31,12 +31,13 @@ export class CurrentAccount extends Context.Tag("@crm-relay/contract/CurrentAcco
 /**
  * Integration-key authentication and the per-key rate limit: the account is
  * determined by the key; an invalid or disabled key is 401, the 61st request
- * of a minute is 429.
+ * of a minute is 429. Then, before anything is parsed, a body that is not
+ * JSON (or too large or too deep) is 400.
  */
 export class IntegrationKeyAuth extends HttpApiMiddleware.Tag<IntegrationKeyAuth>()(
   "@crm-relay/contract/IntegrationKeyAuth",
   {
-    failure: Schema.Union(Unauthorized.wire, RateLimited.wire, Unavailable.wire),
+    failure: Schema.Union(BadRequest.wire, Unauthorized.wire, RateLimited.wire, Unavailable.wire),
     provides: CurrentAccount,
     security: {
       integrationKey: HttpApiSecurity.bearer.pipe(
@@ -115,5 +116,5 @@ export class EventApi extends HttpApi.make("event-api")
       "the account comes from the key. 60 requests per key per minute. Errors are the Error object " +
       "`{\"error\": \"One sentence.\"}`; every other path or method is 404."
   )
-  .annotate(OpenApi.Transform, errorObjectFor400)
+  .annotate(OpenApi.Transform, (spec) => declareRetryAfter(errorObjectFor400(spec)))
 {}

@@ -39,6 +39,17 @@ describe("OpenAPI 3.1 documents", () => {
     expect(endpointsOf(EventApi)).toEqual(["DELETE /subscribe/:id", "GET /perform-list", "POST /subscribe"])
   })
 
+  it("Errors 429: \"response has Retry-After header in seconds\" — every 429 of event-api.openapi.json declares Retry-After", () => {
+    const spec = JSON.parse(committed("event-api.openapi.json")) as {
+      paths: Record<string, Record<string, { responses: Record<string, { headers?: Record<string, { schema: unknown }> }> }>>
+    }
+    const operations = Object.values(spec.paths).flatMap((path) => Object.values(path))
+    expect(operations).toHaveLength(3)
+    for (const operation of operations) {
+      expect(operation.responses["429"]?.headers?.["Retry-After"]?.schema).toEqual({ type: "integer", minimum: 1 })
+    }
+  })
+
   it("bridge contract: all six operations are HTTPS POST to their paths", () => {
     expect(endpointsOf(BridgeApi)).toEqual(Object.values(REST_PATHS).map((path) => `POST ${path}`).sort())
   })

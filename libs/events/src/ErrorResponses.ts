@@ -7,22 +7,38 @@
  * schemas, request-decoding failures as 400, unknown routes and methods as
  * 404, every other error the served API declares by its own schema and
  * status annotation (e.g. a 409 built with `Events.errorObject`), an
- * unreachable database as 502. It also caps request bodies.
+ * unreachable database as 502. It also caps request bodies. Strict (the
+ * public port): only the API's exact pairs reach the router, bodies are read
+ * to the end whatever their size, and no 500 or 503 is ever answered.
  */
 import { HttpApi, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
-import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST } from "effect"
+import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
 
 /** Request bodies above this are refused with 400. */
 export const MAX_BODY_BYTES = 64 * 1024
 
-/** Sentences for the cases whose wording depends on the API. */
+/** Sentences for the cases whose wording depends on the API, and how strictly it is served. */
 export interface Messages {
   /** An unknown path or method. */
   readonly notFound: string
+  /**
+   * The exact method and raw request target pairs the API serves; every other request is
+   * answered `notFound` before the (lenient) router sees it. All pairs reach the router when absent.
+   */
+  readonly serves?: ((method: string, url: string) => boolean) | undefined
+  /**
+   * Answer only the contract's statuses: an interruption or an unexpected failure is a 502 with
+   * the Error object (the failure logged with its trace), never a 500 or 503.
+   */
+  readonly strict?: boolean | undefined
 }
+
+/** Request bodies nested deeper than this (arrays and objects) are refused with 400 before parsing. */
+export const MAX_JSON_DEPTH = 32
 
 const encodeBadRequest = Schema.encodeSync(Events.BadRequest.wire)
 const encodeUnauthorized = Schema.encodeSync(Events.Unauthorized.wire)
@@ -36,7 +52,9 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
 /** The 400 answer. */
 export const badRequest = (error: string) => json(400, encodeBadRequest(new Events.BadRequest({ error })))
 
-const tooLarge = badRequest(`The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`)
+const TOO_LARGE = `The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`
+const tooLarge = badRequest(TOO_LARGE)
+const TOO_DEEP = `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`
 
 /** The media type of a request, lower-cased, without parameters ("" when absent). */
 export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
@@ -46,6 +64,54 @@ export const mediaType = (request: HttpServerRequest.HttpServerRequest): string 
 export const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => mediaType(request) === "application/json"
 
 const CONTENT_TYPE = "Content-Type must be application/json."
+
+/**
+ * Whether the JSON text `text` nests arrays and objects deeper than `limit`: a scan of its
+ * brackets outside strings, so that no parser or error-message builder ever recurses that deep.
+ */
+export const nestedDeeperThan = (text: string, limit: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // backslash: skip the escaped character
+      else if (c === 34) inString = false
+    } else if (c === 34) {
+      inString = true
+    } else if (c === 91 || c === 123) {
+      if (++depth > limit) return true
+    } else if (c === 93 || c === 125) {
+      depth--
+    }
+  }
+  return false
+}
+
+/**
+ * Refuses a body that is not declared JSON without reading it, then reads it (capped at
+ * `MAX_BODY_BYTES`) and refuses one nested deeper than `MAX_JSON_DEPTH`. The request keeps
+ * the text it read, so decoding the payload afterwards parses that same text.
+ */
+export const guardJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<void, Events.BadRequest> => {
+  if (!isJson(request)) return Effect.fail(new Events.BadRequest({ error: CONTENT_TYPE }))
+  if (Number(request.headers["content-length"] ?? "0") > MAX_BODY_BYTES) {
+    return Effect.fail(new Events.BadRequest({ error: TOO_LARGE }))
+  }
+  return request.text.pipe(
+    Effect.provideService(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES))),
+    Effect.mapError((error) =>
+      new Events.BadRequest({
+        error: error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+          ? TOO_LARGE
+          : "The request body could not be read."
+      })
+    ),
+    Effect.flatMap((text) =>
+      nestedDeeperThan(text, MAX_JSON_DEPTH) ? Effect.fail(new Events.BadRequest({ error: TOO_DEEP })) : Effect.void
+    )
+  )
+}
 
 interface DecodeIssue {
   readonly _tag: string
@@ -161,13 +227,28 @@ export const toResponse = (
   }
   return Effect.flatMap(declaredAnswer(error), Option.match({
     onSome: Effect.succeed,
-    onNone: () => undeclared(cause, error)
+    onNone: () => undeclared(cause, error, messages.strict === true)
   }))
 }
 
+/** The strict answer to an interruption or an unexpected failure: the contract's 502. */
+const unreachable = json(
+  502,
+  encodeUnavailable(
+    new Events.Unavailable({
+      error: "The service failed before it could answer; retry reads later and check existing hooks before repeating a POST."
+    })
+  )
+)
+
 /** Interruptions, database failures and anything unexpected. */
-const undeclared = (cause: Cause.Cause<unknown>, error: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+const undeclared = (
+  cause: Cause.Cause<unknown>,
+  error: unknown,
+  strict: boolean
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   if (Cause.isInterruptedOnly(cause)) {
+    if (strict) return Effect.succeed(unreachable)
     return Effect.succeed(
       json(503, encodeUnavailable(new Events.Unavailable({ error: "The request was interrupted; retry it." })))
     )
@@ -180,8 +261,46 @@ const undeclared = (cause: Cause.Cause<unknown>, error: unknown): Effect.Effect<
   }
   return Effect.as(
     Effect.logError("Unexpected failure", cause),
-    json(500, { error: "The service failed unexpectedly; retry later." })
+    strict ? unreachable : json(500, { error: "The service failed unexpectedly; retry later." })
   )
+}
+
+/**
+ * The request with a path the router can decode: a path that is not valid percent-encoding
+ * (e.g. `%C0%AF`) is taken literally, so that its pair is still served (key first, then the handler).
+ */
+const literalPath = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  const query = request.url.indexOf("?")
+  const path = query < 0 ? request.url : request.url.slice(0, query)
+  try {
+    decodeURIComponent(path)
+    return request
+  } catch {
+    return request.modify({ url: path.replaceAll("%", "%25") + (query < 0 ? "" : request.url.slice(query)) })
+  }
+}
+
+/**
+ * The request with a body reader that reads to the end, keeping at most `MAX_BODY_BYTES`:
+ * the platform's capped reader destroys the request past the cap, and with it the connection,
+ * so a chunked body over the cap was never answered. Every body reader of the request uses it.
+ */
+const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  const text = Effect.runSync(Effect.cached(
+    Stream.runFold(request.stream, { chunks: [] as Array<Uint8Array>, bytes: 0 }, (read, chunk) => {
+      read.bytes += chunk.length
+      if (read.bytes <= MAX_BODY_BYTES) read.chunks.push(chunk)
+      return read
+    }).pipe(
+      Effect.flatMap((read) =>
+        read.bytes > MAX_BODY_BYTES
+          ? Effect.fail(new HttpServerError.RequestError({ request, reason: "Decode", cause: new Error("maxBytes exceeded") }))
+          : Effect.succeed(Buffer.concat(read.chunks).toString("utf8"))
+      )
+    )
+  ))
+  // The platform's `json`, `urlParamsBody` and `unsafeText` read `this.text`: they see this one.
+  return Object.create(request, { text: { value: text } }) as HttpServerRequest.HttpServerRequest
 }
 
 /**
@@ -191,11 +310,21 @@ const undeclared = (cause: Cause.Cause<unknown>, error: unknown): Effect.Effect<
 export const layer = (messages: Messages): Layer.Layer<never> =>
   HttpApiBuilder.middleware((app: HttpApp.Default) => {
     const capped = Effect.provideService(app, HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+    const notFound = json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound })))
     return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      // A declared oversize body is refused before it is read (Node discards the rest);
+      if (messages.serves !== undefined && !messages.serves(request.method, request.url)) return Effect.succeed(notFound)
+      // Strict: the API reads a body only after the key (guardJsonBody), so an oversize one is refused then.
+      // Otherwise a declared oversize body is refused before it is read (Node discards the rest);
       // an undeclared (chunked) one is cut off by MaxBodySize while reading.
       const declared = Number(request.headers["content-length"] ?? "0")
-      if (declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
-      return Effect.catchAllCause(capped, (cause) => toResponse(cause, request, messages))
+      if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
+      const app = messages.strict !== true
+        ? capped
+        : Effect.provideService(capped, HttpServerRequest.HttpServerRequest, drainingBody(literalPath(request)))
+      const answer = Effect.catchAllCause(app, (cause) => toResponse(cause, request, messages))
+      // Strict: even a defect of the answer itself is the contract's 502, not the server's bare 500.
+      return messages.strict === true
+        ? Effect.catchAllCause(answer, (cause) => Effect.as(Effect.logError("Unexpected failure", cause), unreachable))
+        : answer
     })
   })

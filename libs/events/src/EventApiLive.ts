@@ -12,14 +12,45 @@ import { Preview } from "./Preview.js"
 import { RateLimiter } from "./RateLimiter.js"
 import { Subscriptions } from "./Subscriptions.js"
 
+/**
+ * The longest `event` value stored: it is part of an index, whose entries PostgreSQL bounds
+ * (about 2.7 kB); a longer value is the client's error, not an unreachable database.
+ */
+export const MAX_EVENT_BYTES = 1024
+
+// NUL cannot be stored in a PostgreSQL text value; an unpaired surrogate has no UTF-8 form.
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
 /** Sentences of the Event API's errors. */
 export const messages = {
   unauthorized: "The integration key is missing, invalid or disabled.",
   rateLimited: "Rate limit exceeded: 60 requests per key per minute.",
   notFound: "Not found: the Event API serves POST /subscribe, DELETE /subscribe/{id} and GET /perform-list.",
   unknownSubscription: "No subscription with this id exists for this account.",
-  contentType: "Content-Type must be application/json."
+  contentType: "Content-Type must be application/json.",
+  unstorable: (field: string) => `${field} must not contain a NUL character or an unpaired surrogate.`,
+  eventTooLong: `event must be at most ${MAX_EVENT_BYTES} bytes.`
 } as const
+
+/** The pairs of the contract, on the raw request target: exact method and case, no extra slash, no `;` parameters. */
+const SUBSCRIBE = /^\/subscribe(?:\?.*)?$/s
+const UNSUBSCRIBE = /^\/subscribe\/[^/;?#]+(?:\?.*)?$/s
+const PERFORM_LIST = /^\/perform-list(?:\?.*)?$/s
+
+/** Whether `method` and the raw request target `url` are one of the three pairs (everything else is 404). */
+export const serves = (method: string, url: string): boolean =>
+  method === "POST" ? SUBSCRIBE.test(url) : method === "DELETE" ? UNSUBSCRIBE.test(url) : method === "GET" && PERFORM_LIST.test(url)
+
+/** How the public port answers errors: the contract's pairs only, and the contract's statuses only. */
+export const errorPolicy: ErrorResponses.Messages = { notFound: messages.notFound, serves, strict: true }
+
+/** The 400 sentence for a subscribe payload the database cannot store as given, if any. */
+export const unstorable = (payload: { readonly targetUrl: string; readonly event?: string | undefined }): string | undefined => {
+  if (UNSTORABLE.test(payload.targetUrl)) return messages.unstorable("targetUrl")
+  if (payload.event === undefined) return undefined
+  if (UNSTORABLE.test(payload.event)) return messages.unstorable("event")
+  return Buffer.byteLength(payload.event, "utf8") > MAX_EVENT_BYTES ? messages.eventTooLong : undefined
+}
 
 /** The rate-limit subject of an integration key. */
 export const rateLimitSubject = (keyId: string): string => `integration-key:${keyId}`
@@ -50,6 +81,8 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
                 retryAfterSeconds: decision.retryAfterSeconds
               })
             }
+            // Only after the key: nothing but a JSON body is ever read or parsed.
+            if (request.method === "POST") yield* ErrorResponses.guardJsonBody(request)
             return { accountId: key.value.accountId, keyId: key.value.keyId }
           }).pipe(Effect.withSpan("IntegrationKeyAuth"))
       })
@@ -62,10 +95,10 @@ export const EventsGroupLive = HttpApiBuilder.group(EventApi.EventApi, "events",
     const subscriptions = yield* Subscriptions
     const preview = yield* Preview
     return handlers
-      .handle("subscribe", ({ payload, request }) =>
+      .handle("subscribe", ({ payload }) =>
         Effect.gen(function*() {
-          // The framework also reads form and text bodies; the contract accepts JSON only.
-          if (!ErrorResponses.isJson(request)) return yield* new Events.BadRequest({ error: messages.contentType })
+          const refused = unstorable(payload)
+          if (refused !== undefined) return yield* new Events.BadRequest({ error: refused })
           const { accountId, keyId } = yield* EventApi.CurrentAccount
           const id = yield* subscriptions.create({ accountId, keyId, targetUrl: payload.targetUrl, event: payload.event })
           return { id }

@@ -35,6 +35,7 @@ class TestApi extends HttpApi.make("test").add(
     .add(HttpApiEndpoint.get("gone", "/gone").addError(Events.NotFound.wire))
     .add(HttpApiEndpoint.get("stray", "/stray"))
     .add(HttpApiEndpoint.get("dies", "/dies"))
+    .add(HttpApiEndpoint.get("interrupted", "/interrupted"))
 ) {}
 
 const ThingsLive = HttpApiBuilder.group(TestApi, "things", (handlers) =>
@@ -48,13 +49,16 @@ const ThingsLive = HttpApiBuilder.group(TestApi, "things", (handlers) =>
     // A defect carrying an error class the API does not declare.
     .handle("stray", () => Effect.die(new Stray({ error: "Internal detail." })))
     // A declared error class escaping as a defect is still that error.
-    .handle("dies", () => Effect.die(new Taken({ error: "Taken, as a defect." }))))
+    .handle("dies", () => Effect.die(new Taken({ error: "Taken, as a defect." })))
+    .handle("interrupted", () => Effect.interrupt))
 
-const handler = () => {
+const NOT_FOUND = "Not found: this API serves /take and a few others."
+
+const handler = (messages: ErrorResponses.Messages) => {
   const web = HttpApiBuilder.toWebHandler(
     Layer.mergeAll(
       HttpApiBuilder.api(TestApi).pipe(Layer.provide(ThingsLive)),
-      ErrorResponses.layer({ notFound: "Not found: this API serves /take and a few others." }),
+      ErrorResponses.layer(messages),
       HttpServer.layerContext,
       // The 500 case logs "Unexpected failure" by design; keep the test output quiet.
       Logger.minimumLogLevel(LogLevel.None)
@@ -63,9 +67,9 @@ const handler = () => {
   return Effect.acquireRelease(Effect.succeed(web), () => Effect.promise(web.dispose))
 }
 
-const call = (method: string, path: string, body?: string) =>
+const call = (method: string, path: string, body?: string, messages: ErrorResponses.Messages = { notFound: NOT_FOUND }) =>
   Effect.gen(function*() {
-    const web = yield* handler()
+    const web = yield* handler(messages)
     const response = yield* Effect.promise(() =>
       web.handler(
         new Request(`http://localhost${path}`, {
@@ -107,4 +111,33 @@ describe("ErrorResponses", () => {
     Effect.gen(function*() {
       expect(yield* call("GET", "/stray")).toEqual({ status: 500, json: { error: "The service failed unexpectedly; retry later." } })
     }))
+
+  it.effect("strict (the public port): \"the only statuses are the contract's\" — an undeclared failure or an interruption is 502 with the Error object, never 500 or 503", () =>
+    Effect.gen(function*() {
+      const strict = { notFound: NOT_FOUND, strict: true }
+      const unreachable = {
+        status: 502,
+        json: { error: "The service failed before it could answer; retry reads later and check existing hooks before repeating a POST." }
+      }
+      expect(yield* call("GET", "/stray", undefined, strict)).toEqual(unreachable)
+      expect(yield* call("GET", "/interrupted", undefined, strict)).toEqual(unreachable)
+      // Declared errors keep their own statuses.
+      expect(yield* call("POST", "/take", undefined, strict)).toEqual({ status: 409, json: { error: "The name is already taken." } })
+    }))
+
+  it.effect("serves: only the exact pairs reach the router; a lookalike is the API's 404 before any routing", () =>
+    Effect.gen(function*() {
+      const exact = { notFound: NOT_FOUND, serves: (method: string, url: string) => method === "POST" && url === "/take" }
+      expect(yield* call("POST", "/take", undefined, exact)).toEqual({ status: 409, json: { error: "The name is already taken." } })
+      for (const path of ["/TAKE", "/take/", "//take", "/take;x"]) {
+        expect(yield* call("POST", path, undefined, exact)).toEqual({ status: 404, json: { error: NOT_FOUND } })
+      }
+    }))
+
+  it("nestedDeeperThan counts brackets outside strings only", () => {
+    expect(ErrorResponses.nestedDeeperThan("[[[]]]", 3)).toBe(false)
+    expect(ErrorResponses.nestedDeeperThan("[[[[]]]]", 3)).toBe(true)
+    expect(ErrorResponses.nestedDeeperThan(JSON.stringify({ a: "[[[[[\\\"{{{{" }), 1)).toBe(false)
+    expect(ErrorResponses.nestedDeeperThan("{\"a\":{\"b\":{\"c\":{}}}}", 3)).toBe(true)
+  })
 })

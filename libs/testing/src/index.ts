@@ -2,3 +2,5 @@
 export * as Certificate from "./Certificate.js"
 export * as Eventually from "./Eventually.js"
 export * as ListenProbe from "./ListenProbe.js"
+export * as RawHttp from "./RawHttp.js"
+export * as EventApiFuzz from "./EventApiFuzz.js"

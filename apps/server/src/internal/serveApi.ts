@@ -5,11 +5,12 @@
  * closes idle keep-alive connections, lets in-flight requests finish (up to
  * `graceMillis`, then closes what is left) — all before the database closes.
  */
-import { HttpApiBuilder, type HttpApi, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, type HttpApi, HttpRouter, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ErrorResponses } from "@crm-relay/events"
 import { type Context, Effect, Layer } from "effect"
 import * as Http from "node:http"
+import * as HttpConnections from "./HttpConnections.js"
 
 /** Where an API listens. */
 export interface Address {
@@ -36,7 +37,8 @@ export const serveApi = <I, RApi, EApi>(options: {
 }): Layer.Layer<I, EApi | import("@effect/platform/HttpServerError").ServeError, RApi> =>
   Layer.unwrapEffect(
     Effect.sync(() => {
-      const server = Http.createServer()
+      const server = Http.createServer(HttpConnections.serverOptions)
+      const inOrder = HttpConnections.install(server, options.messages.notFound)
       const graceMillis = options.graceMillis ?? 10_000
 
       const gracefulStop = Layer.scopedDiscard(
@@ -64,7 +66,9 @@ export const serveApi = <I, RApi, EApi>(options: {
         })
       )
 
-      const serve = HttpApiBuilder.serve().pipe(
+      const serve = HttpApiBuilder.serve(inOrder).pipe(
+        // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
+        Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
         Layer.provide(options.api),
         Layer.provide(ErrorResponses.layer(options.messages))
       )

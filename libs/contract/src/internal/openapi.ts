@@ -20,6 +20,28 @@ export const replaceDecodeErrors = (response: Record<string, unknown>) => (spec:
 }
 
 /**
+ * Declares the `Retry-After` header (whole seconds) on every 429 response:
+ * the rate-limit answer carries it besides `retryAfterSeconds`.
+ */
+export const declareRetryAfter = (spec: Spec): Spec => {
+  for (const path of Object.values<Spec>(spec["paths"] ?? {})) {
+    for (const operation of Object.values<Spec>(path)) {
+      const response = operation["responses"]?.["429"]
+      if (response === undefined) continue
+      response["headers"] = {
+        ...response["headers"],
+        "Retry-After": {
+          description: "Seconds to wait before the next request with this key.",
+          required: true,
+          schema: { type: "integer", minimum: 1 }
+        }
+      }
+    }
+  }
+  return spec
+}
+
+/**
  * A copy of `spec` with wire examples: `[request, success]` bodies by
  * operationId, and schema-level examples by component name.
  */

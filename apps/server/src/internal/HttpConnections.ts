@@ -1,0 +1,98 @@
+/**
+ * The HTTP/1.1 connection rules of our Node servers, below any router:
+ * pipelined requests of one connection are handled one after another, in
+ * order (Node parses them all at once and would run their handlers side by
+ * side, so two DELETEs of one subscription could race); bytes that are not
+ * HTTP, an `Expect` Node does not know, a missing Host and CONNECT are
+ * answered with the Error object instead of Node's bare 400/408/417/431 or
+ * a dropped connection.
+ */
+import { type HttpApp, HttpServerRequest } from "@effect/platform"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { ErrorResponses } from "@crm-relay/events"
+import { Effect } from "effect"
+import type * as Http from "node:http"
+import type { Duplex } from "node:stream"
+
+/** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
+export const serverOptions: Http.ServerOptions = { requireHostHeader: false }
+
+const answered = (response: Http.ServerResponse): boolean => response.writableFinished || response.destroyed
+
+/** Calls `then` once `response` is written or its connection is gone. */
+const whenAnswered = (response: Http.ServerResponse, then: () => void): void => {
+  if (answered(response)) return then()
+  let called = false
+  const once = () => {
+    if (called) return
+    called = true
+    then()
+  }
+  response.once("finish", once)
+  response.once("close", once)
+}
+
+const MALFORMED: Record<string, string> = {
+  HPE_HEADER_OVERFLOW: "The request head is larger than the server accepts.",
+  ERR_HTTP_REQUEST_TIMEOUT: "The request did not arrive in time.",
+  HPE_HEADERS_TIMEOUT: "The request did not arrive in time."
+}
+
+/** A complete raw answer with the Error object; the connection closes after it. */
+export const rawAnswer = (status: 400 | 404, error: string): string => {
+  const body = JSON.stringify({ error })
+  return `HTTP/1.1 ${status} ${status === 400 ? "Bad Request" : "Not Found"}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+}
+
+/**
+ * Installs the rules on `server` (before anything else listens to its requests) and
+ * answers the middleware that keeps each connection's requests in order.
+ */
+export const install = (server: Http.Server, notFound: string): (app: HttpApp.Default) => HttpApp.Default => {
+  // The latest response of each connection, and for each request the response it must wait for.
+  const latest = new WeakMap<Duplex, Http.ServerResponse>()
+  const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
+
+  server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    const previous = latest.get(request.socket)
+    if (previous !== undefined && !answered(previous)) predecessor.set(request, previous)
+    latest.set(request.socket, response)
+  })
+
+  // An expectation Node does not know would be a bare 417: serve the request as if it had none.
+  server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    server.emit("request", request, response)
+  })
+
+  server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
+    const answer = () => {
+      if (!socket.writable) return void socket.destroy()
+      socket.end(rawAnswer(400, MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."), () => socket.destroy())
+    }
+    // Answers to the well-formed requests before it on this connection go first.
+    const previous = latest.get(socket)
+    if (previous === undefined) answer()
+    else whenAnswered(previous, answer)
+  })
+
+  // CONNECT is no method of ours: without a listener Node would drop the connection unanswered.
+  server.on("connect", (_request: Http.IncomingMessage, socket: Duplex) => {
+    socket.end(rawAnswer(404, notFound), () => socket.destroy())
+  })
+
+  const missingHost = ErrorResponses.badRequest("The request has no Host header.")
+
+  return (app) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+      const handle = incoming.httpVersion === "1.1" && incoming.headers.host === undefined
+        ? Effect.succeed(missingHost)
+        : app
+      const previous = predecessor.get(incoming)
+      if (previous === undefined) return handle
+      predecessor.delete(incoming)
+      return Effect.zipRight(Effect.async<void>((resume) => whenAnswered(previous, () => resume(Effect.void))), handle)
+    })
+}
