@@ -4,6 +4,7 @@ import type { AppointmentInput, AvailabilityWindowInput, ContactInput } from "@c
 import { BridgeClients, Schedules } from "@crm-relay/bridge"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Vault } from "@crm-relay/store"
+import { Eventually } from "@crm-relay/testing"
 import { Clock, Duration, Effect, Either, Fiber, Layer, Option, Schedule, TestClock } from "effect"
 import { Connections } from "../src/Connections.js"
 import { InCall } from "../src/InCall.js"
@@ -65,7 +66,7 @@ const contactId = (inCall: InCall, accountId: string, tenantId: string, input: C
 const faultTaken = (bridge: ReferenceBridge.ReferenceBridgeHandle) =>
   bridge.control.pendingFaults.pipe(
     Effect.filterOrFail((pending) => pending.length === 0),
-    Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo("10 seconds"))),
+    Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo(Eventually.HANG_BOUND))),
     Effect.withClock(Clock.make()),
     Effect.orDie
   )
