@@ -6,7 +6,7 @@ export default defineConfig({
     // Timeouts are bounds against a hang, never a measure of speed: a loaded two-core machine runs a
     // test many times slower than a quiet one (an embedded PGlite compiles WebAssembly; a child process
     // starts tsx). Tests wait on conditions; one that starts processes states its own, larger bound.
-    hookTimeout: 180_000,
-    testTimeout: 120_000
+    hookTimeout: 600_000,
+    testTimeout: 300_000
   }
 })

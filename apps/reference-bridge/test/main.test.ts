@@ -44,7 +44,7 @@ const exitOf = (child: ChildProcess) =>
  * seconds on a quiet machine and many times that on a loaded one.
  */
 const START_BOUND = Duration.minutes(3)
-const PROCESS_TEST_TIMEOUT = 600_000
+const PROCESS_TEST_TIMEOUT = 900_000
 
 /** The first match of `pattern` in the child's output, as soon as it is printed; fails if the child exits first. */
 const waitFor = (child: ChildProcess, output: { text: string }, pattern: RegExp) =>

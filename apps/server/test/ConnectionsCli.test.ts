@@ -5,7 +5,7 @@ import { Effect, Option, Redacted, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ServerFile from "../src/ServerFile.js"
-import { cli, type Run, serve } from "./support/Cli.js"
+import { cli, PROCESS_TEST_TIMEOUT, type Run, serve, SERVE_START_BOUND } from "./support/Cli.js"
 import { tempDir } from "./support/TempDir.js"
 import { request } from "./support/TestServer.js"
 
@@ -87,7 +87,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         expect(missing.stderr).toContain("MASTER_KEY must be set when DATABASE_URL is")
       }
       noSecrets(runs)
-    }), { timeout: 240_000 })
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 
   it.scoped("with a running server: connections set (flag, environment or stdin secret) and master-key rotate go through it (embedded database) or share PostgreSQL with it; refusals name the flag; its in-call API keeps working after the rotation, with no restart", () =>
     Effect.gen(function*() {
@@ -97,7 +97,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       const server = yield* serve({ ...env, PORT: "0", ADMIN_PORT: "0" })
       const info = yield* ServerFile.running(dataDir).pipe(
         Effect.flatMap(Effect.orElseFail(() => "not yet")),
-        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo("60 seconds"))),
+        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo(SERVE_START_BOUND))),
         Effect.orElse(() => Effect.dieMessage(`the server did not start: ${server.stderr()}`))
       )
       const runs: Array<Run> = []
@@ -162,5 +162,5 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       expect((yield* run(["connections", "test", "--account", live, "--tenant", TENANT.tenantId])).code).toBe(0)
       noSecrets([...runs, { code: 0, stdout: server.stdout(), stderr: server.stderr() }])
       expect(yield* server.terminate).toBe(0)
-    }), { timeout: 240_000 })
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 })

@@ -17,7 +17,7 @@ import * as Path from "node:path"
 import type { DeliveryDetail, DeliveryPage } from "../src/api/DeliveriesApi.js"
 import { DeliveryOperations, layerRemote } from "../src/cli/DeliveryOperations.js"
 import * as Server from "../src/Server.js"
-import { cli } from "./support/Cli.js"
+import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver, type Receiver } from "./support/Pipeline.js"
 import { tempDir } from "./support/TempDir.js"
@@ -270,5 +270,5 @@ layer(Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None)), { 
       const unknown = yield* cli(["deliveries", "replay", "--id", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
       expect(unknown.code).toBe(1)
       expect(unknown.stderr).toContain("No delivery with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
-    }), { timeout: 180_000 })
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 })

@@ -2,6 +2,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Schedules } from "@crm-relay/bridge"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
+import { Eventually } from "@crm-relay/testing"
 import { Clock, Effect, Fiber, Schedule, TestClock } from "effect"
 import * as S from "./support/ConnectionsServer.js"
 import { replica, start } from "./support/TestServer.js"
@@ -182,7 +183,7 @@ layer(S.Live)("in-call API", (it) => {
       const pending = yield* Effect.fork(call(id, "appointments", { appointment: appointment(ada, 16) }, base))
       yield* bridge.control.pendingFaults.pipe(
         Effect.filterOrFail((faults) => faults.length === 0),
-        Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo("10 seconds"))),
+        Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo(Eventually.HANG_BOUND))),
         Effect.withClock(Clock.make()),
         Effect.orDie
       )

@@ -113,5 +113,5 @@ describe("Egress Layer", () => {
       const outcome = JSON.parse(yield* run({ EGRESS_ALLOW_PRIVATE: "127.0.0.1/32,::1/128", NODE_EXTRA_CA_CERTS: caFile }))
       expect(outcome).toEqual({ ok: true, status: 200 })
       expect(server.requests).toHaveLength(1)
-    }).pipe(Effect.scoped), 600_000)
+    }).pipe(Effect.scoped), 900_000)
 })

@@ -66,7 +66,7 @@ const contactId = (inCall: InCall, accountId: string, tenantId: string, input: C
 const faultTaken = (bridge: ReferenceBridge.ReferenceBridgeHandle) =>
   bridge.control.pendingFaults.pipe(
     Effect.filterOrFail((pending) => pending.length === 0),
-    Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo("10 seconds"))),
+    Effect.retry(Schedule.spaced("5 millis").pipe(Schedule.upTo(Eventually.HANG_BOUND))),
     Effect.withClock(Clock.make()),
     Effect.orDie
   )

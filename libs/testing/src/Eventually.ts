@@ -10,7 +10,7 @@ import { Duration, Effect } from "effect"
  * hang, never a measure of speed (a loaded two-core machine runs many times
  * slower than a quiet one).
  */
-export const HANG_BOUND: Duration.Duration = Duration.seconds(60)
+export const HANG_BOUND: Duration.Duration = Duration.minutes(2)
 
 /** A few real milliseconds. */
 export const pause = (millis = 5): Effect.Effect<void> =>

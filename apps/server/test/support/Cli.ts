@@ -14,7 +14,7 @@ export const BIN = fileURLToPath(new URL("../../bin/crm-relay.js", import.meta.u
  * and the server, which takes seconds on a quiet machine and many times that
  * on a loaded one. Never a measure of speed.
  */
-export const PROCESS_TEST_TIMEOUT = 600_000
+export const PROCESS_TEST_TIMEOUT = 900_000
 
 /** How long a started `serve` may take to write its server file (it migrates and listens first). */
 export const SERVE_START_BOUND = Duration.minutes(3)
