@@ -2,7 +2,7 @@
  * Start-up time and memory of the built `crm-relay` binary (what `npm start`
  * and operators run), against a bare Node start on the same machine:
  *
- *   npm run build && npm run bench:startup -- [--rounds 7] [--idle-ms 2000]
+ *   npm run build && npm run bench:startup -- [--rounds 7] [--idle-ms 2000] [--bin PATH]
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:startup
  *
  * Each round runs, one after the other (so a load on the machine hits every
@@ -10,10 +10,11 @@
  * first `GET /readyz` 200, on an embedded (PGlite) data directory that
  * already exists; and, with DATABASE_URL, the same on a fresh schema of that
  * PostgreSQL (migrated before the first round). Prints per case the median
- * wall time (spawn → exit, or spawn → first 200), peak RSS (VmHWM; for the
- * short runs through /usr/bin/time when the machine has it), the RSS of the
- * idle server `--idle-ms` after it is ready, and the ratios to a bare Node
- * start. The data directory and the schema are removed at the end.
+ * wall time (spawn → exit, or spawn → first 200), the CPU time it took (on a
+ * busy machine the steadier figure), peak RSS (VmHWM; for the short runs
+ * through /usr/bin/time when the machine has it), the RSS of the idle server
+ * `--idle-ms` after it is ready, and the ratios to a bare Node start.
+ * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead. The data directory and the schema are removed at the end.
  */
 import { Config, Console, Data, Duration, Effect, Option, Redacted } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -28,7 +29,9 @@ import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { runMain } from "../support/runMain.js"
 
-const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+const BUILT = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+/** `--bin PATH`: another checkout's binary to compare with (this checkout's by default). */
+const BIN = Argv.text("bin") ?? BUILT
 const TIME = "/usr/bin/time"
 
 const rounds = Argv.integer("rounds", 7)
@@ -37,9 +40,10 @@ const idleMs = Argv.integer("idle-ms", 2000, 0)
 /** A run did not end as it should; `message` says how. */
 class RunFailed extends Data.TaggedError("RunFailed")<{ readonly message: string }> {}
 
-/** One measured run: wall time, peak RSS and (for servers) RSS when idle, in ms and MiB. */
+/** One measured run: wall time, CPU time (user + system), peak RSS and (for servers) RSS when idle, in ms and MiB. */
 interface Sample {
   readonly ms: number
+  readonly cpuMs: number
   readonly peakMiB: number
   readonly idleMiB: number
 }
@@ -49,11 +53,17 @@ const hasTime = Fs.existsSync(TIME)
 const statusKiB = (pid: number, field: "VmHWM" | "VmRSS"): number =>
   Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN)
 
+/** CPU time of `pid` so far (utime + stime of /proc/PID/stat, in clock ticks of 10 ms). */
+const cpuMsOf = (pid: number): number => {
+  const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
 /** Runs `node ...args` to its end (exit code 0); the peak RSS comes from /usr/bin/time when present. */
 const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
   Effect.async<Sample, RunFailed>((resume) => {
     const [command, argv] = hasTime
-      ? [TIME, ["-f", "%M", process.execPath, ...args]]
+      ? [TIME, ["-f", "%M %U %S", process.execPath, ...args]]
       : [process.execPath, [...args]]
     const started = performance.now()
     const child = ChildProcess.spawn(command, argv, { env, stdio: ["ignore", "ignore", "pipe"] })
@@ -62,8 +72,13 @@ const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>): Eff
     child.on("exit", (code) => {
       const ms = performance.now() - started
       if (code !== 0) return resume(Effect.fail(new RunFailed({ message: `node ${args.join(" ")} exited ${code}: ${stderr}` })))
-      const peakKiB = hasTime ? Number(stderr.trim().split("\n").at(-1)) : Number.NaN
-      resume(Effect.succeed({ ms, peakMiB: peakKiB / 1024, idleMiB: Number.NaN }))
+      const [peakKiB, user, system] = hasTime ? (stderr.trim().split("\n").at(-1) ?? "").split(" ").map(Number) : []
+      resume(Effect.succeed({
+        ms,
+        cpuMs: ((user ?? Number.NaN) + (system ?? Number.NaN)) * 1000,
+        peakMiB: (peakKiB ?? Number.NaN) / 1024,
+        idleMiB: Number.NaN
+      }))
     })
     return Effect.sync(() => child.kill("SIGKILL"))
   })
@@ -110,8 +125,9 @@ const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, Run
         yield* Effect.sleep(Duration.millis(5))
       }
       const ms = performance.now() - started
+      const cpuMs = cpuMsOf(child.pid!)
       yield* Effect.sleep(Duration.millis(idleMs))
-      return { ms, peakMiB: statusKiB(child.pid!, "VmHWM") / 1024, idleMiB: statusKiB(child.pid!, "VmRSS") / 1024 }
+      return { ms, cpuMs, peakMiB: statusKiB(child.pid!, "VmHWM") / 1024, idleMiB: statusKiB(child.pid!, "VmRSS") / 1024 }
     }).pipe(Effect.ensuring(stop))
   })
 
@@ -125,7 +141,7 @@ const median = (values: ReadonlyArray<number>): number => {
 const fmt = (value: number, digits = 0) => (Number.isNaN(value) ? "-" : value.toFixed(digits))
 
 const main = Effect.gen(function*() {
-  if (!Fs.existsSync(Path.join(Path.dirname(BIN), "..", "dist", "main.js"))) {
+  if (BIN === BUILT && !Fs.existsSync(Path.join(Path.dirname(BIN), "..", "dist", "main.js"))) {
     return yield* new RunFailed({ message: "The binary is not built: run `npm run build` first." })
   }
   const base = yield* Config.option(Config.redacted("DATABASE_URL"))
@@ -174,18 +190,23 @@ const main = Effect.gen(function*() {
     const list = samples.get(name)!
     return [name, {
       ms: median(list.map((s) => s.ms)),
+      cpuMs: median(list.map((s) => s.cpuMs)),
       peakMiB: median(list.map((s) => s.peakMiB)),
       idleMiB: median(list.map((s) => s.idleMiB))
     }] as const
   }))
   yield* Console.log(`\nmedians of ${rounds} rounds (Node ${process.version}, ${Os.cpus().length} CPUs, load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}):`)
-  yield* Console.log(`${"case".padEnd(34)} ${"wall ms".padStart(8)} ${"peak MiB".padStart(9)} ${"idle MiB".padStart(9)}`)
+  yield* Console.log(`${"case".padEnd(34)} ${"wall ms".padStart(8)} ${"CPU ms".padStart(7)} ${"peak MiB".padStart(9)} ${"idle MiB".padStart(9)}`)
   for (const [name, s] of summary) {
-    yield* Console.log(`${name.padEnd(34)} ${fmt(s.ms).padStart(8)} ${fmt(s.peakMiB).padStart(9)} ${fmt(s.idleMiB).padStart(9)}`)
+    yield* Console.log(
+      `${name.padEnd(34)} ${fmt(s.ms).padStart(8)} ${fmt(s.cpuMs).padStart(7)} ${fmt(s.peakMiB).padStart(9)} ${fmt(s.idleMiB).padStart(9)}`
+    )
   }
-  const bare = summary.get("node -e 0")!.ms
+  const bare = summary.get("node -e 0")!
   for (const [name, s] of summary) {
-    if (name !== "node -e 0") yield* Console.log(`${name} / node -e 0: ${fmt(s.ms / bare, 1)}×`)
+    if (name !== "node -e 0") {
+      yield* Console.log(`${name} / node -e 0: wall ${fmt(s.ms / bare.ms, 1)}×, CPU ${fmt(s.cpuMs / bare.cpuMs, 1)}×`)
+    }
   }
   if (!hasTime) yield* Console.log(`(no ${TIME}: no peak RSS for the runs that exit)`)
 })
