@@ -121,7 +121,7 @@ const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, Run
     return yield* Effect.gen(function*() {
       while ((yield* readyz(adminPort)) !== 200) {
         if (child.exitCode !== null) return yield* new RunFailed({ message: `crm-relay serve exited ${child.exitCode}: ${stderr}` })
-        if (performance.now() - started > 120_000) return yield* new RunFailed({ message: "crm-relay serve was not ready within 120 s" })
+        if (performance.now() - started > 300_000) return yield* new RunFailed({ message: "crm-relay serve was not ready within 300 s" })
         yield* Effect.sleep(Duration.millis(5))
       }
       const ms = performance.now() - started
