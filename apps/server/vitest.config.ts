@@ -3,9 +3,11 @@ import { defineConfig } from "vitest/config"
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // The binary's tests run the build: never a stale one (see test/support/BuildFirst.ts).
+    globalSetup: ["test/support/BuildFirst.ts"],
     // Timeouts are bounds against a hang, never a measure of speed: a loaded two-core machine runs a
-    // test many times slower than a quiet one (an embedded PGlite compiles WebAssembly; a child process
-    // starts tsx). Tests wait on conditions; one that starts processes states its own, larger bound.
+    // test many times slower than a quiet one (an embedded PGlite compiles WebAssembly; every child
+    // process starts a Node). Tests wait on conditions; one that starts processes states its own, larger bound.
     hookTimeout: 600_000,
     testTimeout: 300_000
   }

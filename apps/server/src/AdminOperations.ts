@@ -106,3 +106,6 @@ export const layerRemote = DataAccess.layerRemote(AdminOperations, ({ baseUrl, c
 /** Chooses how to reach the data (see DataAccess). */
 export const layerFromSettings = (settings: CliSettings): Layer.Layer<AdminOperations, AdminError> =>
   DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })
+
+/** Runs a CLI command with the operations for this environment (see DataAccess.withOperations). */
+export const withOperations = DataAccess.withOperations(AdminOperations, layerFromSettings)

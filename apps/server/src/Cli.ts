@@ -4,22 +4,24 @@
  * running: see cli/DataAccess for how it reaches the data.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, Effect, Layer, Redacted } from "effect"
-import { AdminOperations, layerFromSettings } from "./AdminOperations.js"
+import { Console, type Context, Effect, Layer, Redacted } from "effect"
+import type * as Admin from "./AdminOperations.js"
 import * as ConnectionsCli from "./cli/ConnectionsCli.js"
-import * as DataAccess from "./cli/DataAccess.js"
 import * as DeliveriesCli from "./cli/DeliveriesCli.js"
 import { json, print } from "./cli/Output.js"
 import * as PushesCli from "./cli/PushesCli.js"
 import * as Logging from "./Logging.js"
-import * as Server from "./Server.js"
 import * as Settings from "./Settings.js"
 
-const withOperations = DataAccess.withOperations(AdminOperations, layerFromSettings)
+// A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
+// database driver and no HTTP stack, and a CLI command no server.
+const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.AdminOperations>) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(() => import("./AdminOperations.js")), (admin) => admin.withOperations(f))
 
 const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
+    const Server = yield* Effect.promise(() => import("./Server.js"))
     return yield* Layer.launch(Server.layer(settings)).pipe(Effect.provide(Logging.layer(settings.logLevel, "stdout")))
   })).pipe(
     Command.withDescription(

@@ -15,6 +15,7 @@ import type * as Statement from "@effect/sql/Statement"
 import { JobQueue } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Data, Effect, Option, Schema } from "effect"
+import { DEFAULT_PAGE, MAX_PAGE } from "./DeliveryPages.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 
 /** A delivery's state. */
@@ -88,8 +89,7 @@ export interface DeliveryPage {
 export class UnknownCursor extends Data.TaggedError("UnknownCursor")<{ readonly cursor: string }> {}
 
 /** Default and largest page sizes of the listing. */
-export const DEFAULT_PAGE = 50
-export const MAX_PAGE = 200
+export { DEFAULT_PAGE, MAX_PAGE }
 
 /** Longest error text kept in an attempt row. */
 export const MAX_ATTEMPT_ERROR = 500

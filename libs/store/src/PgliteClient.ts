@@ -16,7 +16,7 @@ import * as Client from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
-import { PGlite, type Results } from "@electric-sql/pglite"
+import type { PGlite, Results } from "@electric-sql/pglite"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
 import { parserFor, prepareValue } from "./internal/valueTypes.js"
 import * as DataDirLock from "./DataDirLock.js"
@@ -145,6 +145,8 @@ export const open = (options: {
 }): Effect.Effect<PGlite, SqlError | DataDirLock.DataDirInUse, Scope.Scope> =>
   Effect.gen(function*() {
     if (options.dataDir !== undefined) yield* DataDirLock.acquire(options.dataDir)
+    // Loaded only here: a process on PostgreSQL (or a CLI command that prints help) never loads PGlite.
+    const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
     return yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>

@@ -150,3 +150,6 @@ export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseU
 /** Chooses how to reach the data (see DataAccess). */
 export const layerFromSettings = (settings: CliSettings): Layer.Layer<ConnectionOperations, AdminError> =>
   DataAccess.layerFromSettings(settings, { direct: layerDirect(settings), remote: layerRemote })
+
+/** Runs a CLI command with the operations for this environment (see DataAccess.withOperations). */
+export const withOperations = DataAccess.withOperations(ConnectionOperations, layerFromSettings)

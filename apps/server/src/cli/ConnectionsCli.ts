@@ -8,18 +8,20 @@
  */
 import { Command, Options } from "@effect/cli"
 import type { Operations } from "@crm-relay/contract"
-import { Config, Effect, Option, Redacted } from "effect"
+import { Config, type Context, Effect, Option, Redacted } from "effect"
 import { text } from "node:stream/consumers"
 import { AdminError } from "../AdminError.js"
 import type { ConnectionRequest } from "../api/ConnectionsApi.js"
-import { ConnectionOperations, layerFromSettings } from "./ConnectionOperations.js"
-import * as DataAccess from "./DataAccess.js"
+import type * as ConnectionOps from "./ConnectionOperations.js"
 import { json, print } from "./Output.js"
 
 /** Environment variables that may hold the secret inputs of `connections set`. */
 export const SECRET_ENV = { apiKey: "CONNECTION_API_KEY", clientSecret: "CONNECTION_CLIENT_SECRET" } as const
 
-const withOperations = DataAccess.withOperations(ConnectionOperations, layerFromSettings)
+// Loaded when the command runs: help and the other commands never load the data access.
+const withOperations = <A, E>(
+  f: (operations: Context.Tag.Service<typeof ConnectionOps.ConnectionOperations>) => Effect.Effect<A, E>
+) => Effect.flatMap(Effect.promise(() => import("./ConnectionOperations.js")), (operations) => operations.withOperations(f))
 
 /** The first line of standard input (for `-`). */
 const stdinLine = Effect.tryPromise({

@@ -4,14 +4,15 @@
  * one (queued again with the same webhook-id).
  */
 import { Command, Options } from "@effect/cli"
-import { Deliveries } from "@crm-relay/events"
-import { Effect, Option } from "effect"
+import * as Deliveries from "@crm-relay/events/DeliveryPages"
+import { type Context, Effect, Option } from "effect"
 import type { DeliveryView } from "../api/DeliveriesApi.js"
-import * as DataAccess from "./DataAccess.js"
-import { DeliveryOperations, layerFromSettings } from "./DeliveryOperations.js"
+import type * as Operations from "./DeliveryOperations.js"
 import { json, print } from "./Output.js"
 
-const withDeliveries = DataAccess.withOperations(DeliveryOperations, layerFromSettings)
+// Loaded when the command runs: help and the other commands never load the data access.
+const withDeliveries = <A, E>(f: (operations: Context.Tag.Service<typeof Operations.DeliveryOperations>) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(() => import("./DeliveryOperations.js")), (operations) => operations.withOperations(f))
 
 /** One delivery as text: a headline, the target, and what went wrong last. */
 export const describeDelivery = (d: DeliveryView): string => {

@@ -76,3 +76,6 @@ export const layerRemote = DataAccess.layerRemote(DeliveryOperations, ({ client,
 /** Chooses how to reach the deliveries (see DataAccess). */
 export const layerFromSettings = (settings: CliSettings): Layer.Layer<DeliveryOperations, AdminError> =>
   DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })
+
+/** Runs a CLI command with the operations for this environment (see DataAccess.withOperations). */
+export const withOperations = DataAccess.withOperations(DeliveryOperations, layerFromSettings)

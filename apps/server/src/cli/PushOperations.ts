@@ -71,3 +71,6 @@ export const layerRemote = DataAccess.layerRemote(PushOperations, ({ client, fai
 /** Chooses how to reach the push jobs (see DataAccess). */
 export const layerFromSettings = (settings: CliSettings): Layer.Layer<PushOperations, AdminError> =>
   DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })
+
+/** Runs a CLI command with the operations for this environment (see DataAccess.withOperations). */
+export const withOperations = DataAccess.withOperations(PushOperations, layerFromSettings)

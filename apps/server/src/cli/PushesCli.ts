@@ -4,12 +4,13 @@
  * dead-lettered when the retries ran out) — and replaying one.
  */
 import { Command, Options } from "@effect/cli"
-import { Effect } from "effect"
-import * as DataAccess from "./DataAccess.js"
+import { type Context, Effect } from "effect"
 import { json, print } from "./Output.js"
-import { layerFromSettings, PushOperations } from "./PushOperations.js"
+import type * as Operations from "./PushOperations.js"
 
-const withPushes = DataAccess.withOperations(PushOperations, layerFromSettings)
+// Loaded when the command runs: help and the other commands never load the data access.
+const withPushes = <A, E>(f: (operations: Context.Tag.Service<typeof Operations.PushOperations>) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(() => import("./PushOperations.js")), (operations) => operations.withOperations(f))
 
 const list = Command.make(
   "list",

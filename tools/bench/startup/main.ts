@@ -1,0 +1,214 @@
+/**
+ * Start-up time and memory of the built `crm-relay` binary (what `npm start`
+ * and operators run), against a bare Node start on the same machine:
+ *
+ *   npm run build && npm run bench:startup -- [--rounds 7] [--idle-ms 2000] [--bin PATH]
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:startup
+ *
+ * Each round runs, one after the other (so a load on the machine hits every
+ * case alike): `node -e 0`; `crm-relay --help`; `crm-relay serve` until its
+ * first `GET /readyz` 200, on an embedded (PGlite) data directory that
+ * already exists; and, with DATABASE_URL, the same on a fresh schema of that
+ * PostgreSQL (migrated before the first round). Prints per case the median
+ * wall time (spawn → exit, or spawn → first 200), the CPU time it took (on a
+ * busy machine the steadier figure), peak RSS (VmHWM; for the short runs
+ * through /usr/bin/time when the machine has it), the RSS of the idle server
+ * `--idle-ms` after it is ready, and the ratios to a bare Node start.
+ * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead. The data directory and the schema are removed at the end.
+ */
+import { Config, Console, Data, Duration, Effect, Option, Redacted } from "effect"
+import * as ChildProcess from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Http from "node:http"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as Argv from "../support/Argv.js"
+import { freshSchema } from "../support/BenchDatabase.js"
+import { runMain } from "../support/runMain.js"
+
+const BUILT = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+/** `--bin PATH`: another checkout's binary to compare with (this checkout's by default). */
+const BIN = Argv.text("bin") ?? BUILT
+const TIME = "/usr/bin/time"
+
+const rounds = Argv.integer("rounds", 7)
+const idleMs = Argv.integer("idle-ms", 2000, 0)
+
+/** A run did not end as it should; `message` says how. */
+class RunFailed extends Data.TaggedError("RunFailed")<{ readonly message: string }> {}
+
+/** One measured run: wall time, CPU time (user + system), peak RSS and (for servers) RSS when idle, in ms and MiB. */
+interface Sample {
+  readonly ms: number
+  readonly cpuMs: number
+  readonly peakMiB: number
+  readonly idleMiB: number
+}
+
+const hasTime = Fs.existsSync(TIME)
+
+const statusKiB = (pid: number, field: "VmHWM" | "VmRSS"): number =>
+  Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN)
+
+/** CPU time of `pid` so far (utime + stime of /proc/PID/stat, in clock ticks of 10 ms). */
+const cpuMsOf = (pid: number): number => {
+  const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+/** Runs `node ...args` to its end (exit code 0); the peak RSS comes from /usr/bin/time when present. */
+const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
+  Effect.async<Sample, RunFailed>((resume) => {
+    const [command, argv] = hasTime
+      ? [TIME, ["-f", "%M %U %S", process.execPath, ...args]]
+      : [process.execPath, [...args]]
+    const started = performance.now()
+    const child = ChildProcess.spawn(command, argv, { env, stdio: ["ignore", "ignore", "pipe"] })
+    let stderr = ""
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.on("exit", (code) => {
+      const ms = performance.now() - started
+      if (code !== 0) return resume(Effect.fail(new RunFailed({ message: `node ${args.join(" ")} exited ${code}: ${stderr}` })))
+      const [peakKiB, user, system] = hasTime ? (stderr.trim().split("\n").at(-1) ?? "").split(" ").map(Number) : []
+      resume(Effect.succeed({
+        ms,
+        cpuMs: ((user ?? Number.NaN) + (system ?? Number.NaN)) * 1000,
+        peakMiB: (peakKiB ?? Number.NaN) / 1024,
+        idleMiB: Number.NaN
+      }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** A free loopback port (the server's internal API listens there, so readiness is polled without waiting for a file). */
+const freePort = Effect.async<number>((resume) => {
+  const server = Net.createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const port = (server.address() as Net.AddressInfo).port
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** One `GET /readyz`: its status, or 0 when nothing answers yet. */
+const readyz = (port: number) =>
+  Effect.async<number>((resume) => {
+    const request = Http.get({ host: "127.0.0.1", port, path: "/readyz", agent: false }, (response) => {
+      response.resume()
+      resume(Effect.succeed(response.statusCode ?? 0))
+    })
+    request.on("error", () => resume(Effect.succeed(0)))
+  })
+
+/** Starts `crm-relay serve`, measures spawn → first /readyz 200, its RSS after `idleMs`, and stops it (SIGTERM). */
+const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
+  Effect.gen(function*() {
+    const adminPort = yield* freePort
+    const started = performance.now()
+    const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], {
+      env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", LOG_LEVEL: "Warning" },
+      stdio: ["ignore", "ignore", "pipe"]
+    })
+    let stderr = ""
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
+    const stop = Effect.promise(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+      return exited
+    }).pipe(Effect.timeout(Duration.seconds(30)), Effect.ignore, Effect.zipRight(Effect.sync(() => child.kill("SIGKILL"))))
+    return yield* Effect.gen(function*() {
+      while ((yield* readyz(adminPort)) !== 200) {
+        if (child.exitCode !== null) return yield* new RunFailed({ message: `crm-relay serve exited ${child.exitCode}: ${stderr}` })
+        if (performance.now() - started > 300_000) return yield* new RunFailed({ message: "crm-relay serve was not ready within 300 s" })
+        yield* Effect.sleep(Duration.millis(5))
+      }
+      const ms = performance.now() - started
+      const cpuMs = cpuMsOf(child.pid!)
+      yield* Effect.sleep(Duration.millis(idleMs))
+      return { ms, cpuMs, peakMiB: statusKiB(child.pid!, "VmHWM") / 1024, idleMiB: statusKiB(child.pid!, "VmRSS") / 1024 }
+    }).pipe(Effect.ensuring(stop))
+  })
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b)
+  if (sorted.length === 0) return Number.NaN
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+const fmt = (value: number, digits = 0) => (Number.isNaN(value) ? "-" : value.toFixed(digits))
+
+const main = Effect.gen(function*() {
+  if (BIN === BUILT && !Fs.existsSync(Path.join(Path.dirname(BIN), "..", "dist", "main.js"))) {
+    return yield* new RunFailed({ message: "The binary is not built: run `npm run build` first." })
+  }
+  const base = yield* Config.option(Config.redacted("DATABASE_URL"))
+  const dataDir = yield* Effect.acquireRelease(
+    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-startup-"))),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+  const common = {
+    PATH: process.env["PATH"] ?? "",
+    HOME: process.env["HOME"] ?? Os.tmpdir(),
+    ADMIN_TOKEN: randomBytes(24).toString("hex"),
+    MASTER_KEY: randomBytes(32).toString("base64")
+  }
+  const embedded = { ...common, DATA_DIR: Path.join(dataDir, "embedded") }
+  const postgres = yield* Option.match(base, {
+    onNone: () => Effect.succeed(Option.none<Record<string, string>>()),
+    onSome: (url) =>
+      Effect.map(freshSchema(url), (database) =>
+        Option.some({ ...common, DATA_DIR: Path.join(dataDir, "postgres"), DATABASE_URL: Redacted.value(database.url) }))
+  })
+
+  // The embedded database and the schema exist before the first round, as on any start but the first.
+  yield* Console.log("preparing: crm-relay migrate (embedded" + (Option.isSome(postgres) ? " and PostgreSQL)" : ")"))
+  yield* runToEnd([BIN, "migrate"], embedded)
+  if (Option.isSome(postgres)) yield* runToEnd([BIN, "migrate"], postgres.value)
+  // A first start fills Node's compile cache, as the first start after an install does.
+  yield* runToEnd([BIN, "--help"], embedded)
+  yield* serveUntilReady(embedded)
+
+  const cases: ReadonlyArray<readonly [name: string, run: Effect.Effect<Sample, RunFailed>]> = [
+    ["node -e 0", runToEnd(["-e", "0"], common)],
+    ["crm-relay --help", runToEnd([BIN, "--help"], embedded)],
+    ["serve → /readyz 200, embedded", serveUntilReady(embedded)],
+    ...Option.match(postgres, {
+      onNone: () => [],
+      onSome: (env) => [["serve → /readyz 200, PostgreSQL", serveUntilReady(env)] as const]
+    })
+  ]
+  const samples = new Map<string, Array<Sample>>(cases.map(([name]) => [name, []]))
+  for (let round = 1; round <= rounds; round++) {
+    for (const [name, run] of cases) samples.get(name)!.push(yield* run)
+    yield* Console.log(`round ${round}/${rounds}: ` + cases.map(([name]) => `${name} ${fmt(samples.get(name)!.at(-1)!.ms)} ms`).join(", "))
+  }
+
+  const summary = new Map(cases.map(([name]) => {
+    const list = samples.get(name)!
+    return [name, {
+      ms: median(list.map((s) => s.ms)),
+      cpuMs: median(list.map((s) => s.cpuMs)),
+      peakMiB: median(list.map((s) => s.peakMiB)),
+      idleMiB: median(list.map((s) => s.idleMiB))
+    }] as const
+  }))
+  yield* Console.log(`\nmedians of ${rounds} rounds (Node ${process.version}, ${Os.cpus().length} CPUs, load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}):`)
+  yield* Console.log(`${"case".padEnd(34)} ${"wall ms".padStart(8)} ${"CPU ms".padStart(7)} ${"peak MiB".padStart(9)} ${"idle MiB".padStart(9)}`)
+  for (const [name, s] of summary) {
+    yield* Console.log(
+      `${name.padEnd(34)} ${fmt(s.ms).padStart(8)} ${fmt(s.cpuMs).padStart(7)} ${fmt(s.peakMiB).padStart(9)} ${fmt(s.idleMiB).padStart(9)}`
+    )
+  }
+  const bare = summary.get("node -e 0")!
+  for (const [name, s] of summary) {
+    if (name !== "node -e 0") {
+      yield* Console.log(`${name} / node -e 0: wall ${fmt(s.ms / bare.ms, 1)}×, CPU ${fmt(s.cpuMs / bare.cpuMs, 1)}×`)
+    }
+  }
+  if (!hasTime) yield* Console.log(`(no ${TIME}: no peak RSS for the runs that exit)`)
+})
+
+void runMain(main)
