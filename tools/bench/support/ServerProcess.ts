@@ -101,3 +101,11 @@ export const peakRssMiB = (pid: number) =>
     const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
     return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) / 1024
   })
+
+/** CPU time `pid` has used so far (user + system), in seconds (Linux: /proc/<pid>/stat, 100 ticks a second). */
+export const cpuSeconds = (pid: number) =>
+  Effect.sync(() => {
+    // The fields after the command name, which may hold spaces, start at its closing parenthesis.
+    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  })
