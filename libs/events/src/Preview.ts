@@ -11,7 +11,6 @@
  * "the last 3" sees three different calls.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Events } from "@crm-relay/contract"
 import { Effect, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
@@ -28,23 +27,20 @@ const DeliveryRow = Schema.Struct({
 export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Preview", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const latest = SqlSchema.findAll({
-      Request: Schema.Struct({ accountId: Schema.String, limit: Schema.Int }),
-      Result: DeliveryRow,
-      execute: ({ accountId, limit }) =>
-        // One record per event: a fan-out writes its duplicates (one per subscription) with the
-        // same call, kind and creation time; the last one inserted stands for them.
-        sql`SELECT DISTINCT ON (created_at, call_id, event)
+    const decodeRows = Schema.decodeUnknown(Schema.Array(DeliveryRow))
+    const latest = (accountId: AccountId, limit: number) =>
+      // One record per event: a fan-out writes its duplicates (one per subscription) with the
+      // same call, kind and creation time; the last one inserted stands for them.
+      sql`SELECT DISTINCT ON (created_at, call_id, event)
               id, call_id, source, contact_external_id, appointment_external_id
             FROM deliveries WHERE account_id = ${accountId}
             ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT ${limit}`
-    })
 
     return {
-      /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample. */
-      list: Effect.fn("Preview.list")(function*(accountId: AccountId, limit: number) {
-        const rows = yield* Effect.orDie(latest({ accountId, limit: Events.clampLimit(Math.trunc(limit)) }))
+      /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample (no stack trace on this per-request span). */
+      list: Effect.fn("Preview.list", { captureStackTrace: false })(function*(accountId: AccountId, limit: number) {
+        const rows = yield* Effect.orDie(Effect.flatMap(latest(accountId, Events.clampLimit(Math.trunc(limit))), decodeRows))
         if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
         return rows.map((row): Events.PreviewRecord => ({
           id: row.id,
