@@ -99,6 +99,30 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     }))
     const policy = yield* RateLimiter.RateLimitPolicyRef
 
+    // Runs on every Event API request: named by its span, without the call-site stack trace
+    // that Effect.fn captures on each call.
+    const authorizeSpan = Effect.withSpan("IntegrationKeys.authorize", { captureStackTrace: false })
+    const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>) {
+      const secret = Redacted.value(token)
+      if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()
+      const hash = digest(secret)
+      const now = yield* Clock.currentTimeMillis
+      const counted = sql`SELECT ${SUBJECT_PREFIX}::text || id::text, ${RateLimiter.windowStart(policy, now)}::timestamptz, 1 FROM key`
+      const rows = yield* Effect.orDie(sql`WITH key AS (
+          SELECT id, account_id, secret_hash FROM integration_keys
+          WHERE secret_hash = ${hash} AND disabled_at IS NULL
+        ), hit AS (${RateLimiter.upsert(sql, counted)})
+        SELECT key.id, key.account_id, key.secret_hash, hit.count, hit.window_start FROM key, hit`)
+      if (rows.length === 0) return Option.none<Authorized>()
+      const row = yield* Effect.orDie(decodeAuthorized(rows[0]))
+      // The lookup was by hash; compare the digests again in constant time before trusting the row.
+      if (row.secret_hash.length !== hash.length || !timingSafeEqual(row.secret_hash, hash)) return Option.none<Authorized>()
+      return Option.some<Authorized>({
+        key: { keyId: row.id, accountId: row.account_id },
+        decision: RateLimiter.decide(policy, now, row.count, row.window_start)
+      })
+    })
+
     return {
       /** Creates a key for `accountId`; the returned secret is shown once and never stored. */
       create: Effect.fn("IntegrationKeys.create")(function*(accountId: string) {
@@ -131,31 +155,9 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
        * `authenticate`, and this request counted against the key's rate limit
        * (`RateLimiter.upsert`, so the same row and rule as `RateLimiter.hit` with
        * `rateLimitSubject`), in one statement: one round trip per Event API request
-       * instead of two. Only a key that matches is counted. Runs on every request,
-       * so its span captures no stack trace.
+       * instead of two. Only a key that matches is counted.
        */
-      authorize: Effect.fn("IntegrationKeys.authorize", { captureStackTrace: false })(
-        function*(token: Redacted.Redacted<string>) {
-          const secret = Redacted.value(token)
-          if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()
-          const hash = digest(secret)
-          const now = yield* Clock.currentTimeMillis
-          const counted = sql`SELECT ${SUBJECT_PREFIX}::text || id::text, ${RateLimiter.windowStart(policy, now)}::timestamptz, 1 FROM key`
-          const rows = yield* Effect.orDie(sql`WITH key AS (
-              SELECT id, account_id, secret_hash FROM integration_keys
-              WHERE secret_hash = ${hash} AND disabled_at IS NULL
-            ), hit AS (${RateLimiter.upsert(sql, counted)})
-            SELECT key.id, key.account_id, key.secret_hash, hit.count, hit.window_start FROM key, hit`)
-          if (rows.length === 0) return Option.none<Authorized>()
-          const row = yield* Effect.orDie(decodeAuthorized(rows[0]))
-          // The lookup was by hash; compare the digests again in constant time before trusting the row.
-          if (row.secret_hash.length !== hash.length || !timingSafeEqual(row.secret_hash, hash)) return Option.none<Authorized>()
-          return Option.some<Authorized>({
-            key: { keyId: row.id, accountId: row.account_id },
-            decision: RateLimiter.decide(policy, now, row.count, row.window_start)
-          })
-        }
-      )
+      authorize: (token: Redacted.Redacted<string>) => authorizeSpan(authorize(token))
     }
   })
 }) {}

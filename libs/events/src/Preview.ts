@@ -37,21 +37,26 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
             ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT ${limit}`
 
+    // Runs on every perform-list: named by its span, without the call-site stack trace that
+    // Effect.fn captures on each call.
+    const listSpan = Effect.withSpan("Preview.list", { captureStackTrace: false })
+    const list = Effect.fnUntraced(function*(accountId: AccountId, limit: number) {
+      const rows = yield* Effect.orDie(Effect.flatMap(latest(accountId, Events.clampLimit(Math.trunc(limit))), decodeRows))
+      if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
+      return rows.map((row): Events.PreviewRecord => ({
+        id: row.id,
+        call_id: row.call_id,
+        source: row.source,
+        contact: { external_id: row.contact_external_id },
+        job_type: "",
+        summary: "",
+        booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
+      }))
+    })
+
     return {
-      /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample (no stack trace on this per-request span). */
-      list: Effect.fn("Preview.list", { captureStackTrace: false })(function*(accountId: AccountId, limit: number) {
-        const rows = yield* Effect.orDie(Effect.flatMap(latest(accountId, Events.clampLimit(Math.trunc(limit))), decodeRows))
-        if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
-        return rows.map((row): Events.PreviewRecord => ({
-          id: row.id,
-          call_id: row.call_id,
-          source: row.source,
-          contact: { external_id: row.contact_external_id },
-          job_type: "",
-          summary: "",
-          booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
-        }))
-      })
+      /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample. */
+      list: (accountId: AccountId, limit: number) => listSpan(list(accountId, limit))
     }
   })
 }) {}
