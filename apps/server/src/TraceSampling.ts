@@ -11,11 +11,14 @@ import { randomBytes } from "node:crypto"
 import type * as Context from "effect/Context"
 import type * as Exit from "effect/Exit"
 
-// Span ids of stand-ins: a random prefix and a counter, so making one costs no randomness.
-const idPrefix = randomBytes(4).toString("hex")
+// Ids of stand-ins: a random per-process prefix and a counter, so making one costs no randomness.
+const idPrefix = randomBytes(8).toString("hex")
 let idCounter = 0
-const nextSpanId = (): string => `${idPrefix}${(idCounter = (idCounter + 1) >>> 0).toString(16).padStart(8, "0")}`
-const newTraceId = (): string => randomBytes(16).toString("hex")
+const nextId = (): string => (idCounter = (idCounter + 1) % 0x100000000).toString(16).padStart(8, "0")
+const nextSpanId = (): string => `${idPrefix.slice(0, 8)}${nextId()}`
+const newTraceId = (): string => `${idPrefix}${nextId()}${nextId()}`
+const noAttributes: ReadonlyMap<string, unknown> = new Map()
+const noLinks: ReadonlyArray<Tracer.SpanLink> = []
 
 /** A span of a trace that is not recorded: ids only, every write ignored. */
 class UnsampledSpan implements Tracer.Span {
@@ -23,8 +26,8 @@ class UnsampledSpan implements Tracer.Span {
   readonly sampled = false
   readonly spanId = nextSpanId()
   readonly traceId: string
-  readonly attributes: ReadonlyMap<string, unknown> = new Map()
-  readonly links: ReadonlyArray<Tracer.SpanLink> = []
+  readonly attributes = noAttributes
+  readonly links = noLinks
   status: Tracer.SpanStatus
   constructor(
     readonly name: string,
