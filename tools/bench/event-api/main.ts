@@ -36,7 +36,7 @@ const keys = Argv.integer("keys", 400)
 const requestsPerKey = Math.min(Argv.integer("requests-per-key", 50), 59)
 const connections = Argv.integer("connections", 50)
 const pool = Argv.integer("pool", 10)
-const warmupKeys = Math.max(50, Math.floor(keys / 4))
+const warmupKeys = Math.max(20, Math.floor(keys / 4))
 const cpuProfileDir = Argv.text("cpu-prof")
 
 /** `count` integration keys over accounts of ten keys each, through the internal API. */
