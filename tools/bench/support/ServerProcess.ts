@@ -88,9 +88,9 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       Option.liftThrowable(() => Fs.readFileSync(Path.join(dataDir, "server.json"), "utf8"))().pipe(Option.flatMap(decodeServerFile))
     )
     const published = Effect.flatMap(readServerFile, Option.match({
-      onNone: () => Effect.fail(new ServerNotListening({ message: "crm-relay serve published no address within 60 s." })),
+      onNone: () => Effect.fail(new ServerNotListening({ message: "crm-relay serve published no address within 180 s." })),
       onSome: Effect.succeed
-    })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(60)))))
+    })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(180)))))
     const info = yield* Effect.raceFirst(published, exited)
     return { pid: child.pid!, ...info }
   })
