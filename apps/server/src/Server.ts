@@ -18,6 +18,7 @@ import * as InternalApiLive from "./InternalApiLive.js"
 import * as MasterKey from "./MasterKey.js"
 import { serveApi } from "./internal/serveApi.js"
 import * as ServerFile from "./ServerFile.js"
+import * as TraceSampling from "./TraceSampling.js"
 import type { Role, Settings } from "./Settings.js"
 import * as Workers from "./Workers.js"
 
@@ -53,6 +54,23 @@ export interface ServeOptions {
   readonly masterKeys?: Vault.MasterKeys | undefined
 }
 
+/** The services the public Event API's handlers use. */
+type EventApiServices = IntegrationKeys.IntegrationKeys | Subscriptions.Subscriptions | Preview.Preview
+
+/**
+ * Builds `layer` over the Event API's services alone. Every request fiber
+ * starts from the context its server was built in and copies (and compares)
+ * it at each provide: the whole server's dozens of services would make every
+ * public request pay for them.
+ */
+const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>): Layer.Layer<A, E, EventApiServices> =>
+  Layer.scopedContext(
+    Effect.flatMap(Effect.scope, (scope) =>
+      Layer.buildWithScope(layer, scope).pipe(
+        Effect.mapInputContext(Context.pick(IntegrationKeys.IntegrationKeys, Subscriptions.Subscriptions, Preview.Preview))
+      ))
+  )
+
 /** What the worker fibers need. */
 type WorkerServices =
   | Effect.Effect.Context<typeof CallPipeline.pushWorker.run>
@@ -68,13 +86,13 @@ export const layerWithDatabase = (options: ServeOptions) => {
     tag: AdminAddress
   })
   const publicApi = Workers.servesPublicApi(options.role)
-    ? serveApi({
+    ? onlyEventApiServices(serveApi({
       api: EventApiLive.layer,
       host: options.publicHost,
       port: options.port,
       messages: EventApiLive.errorPolicy,
       tag: PublicAddress
-    })
+    }))
     : Layer.empty
 
   const listening = Layer.scoped(
@@ -130,6 +148,8 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
       }).pipe(
         Layer.provideMerge(
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
-        )
+        ),
+        // Set before anything is built, so every fiber of the server (requests, workers) samples.
+        Layer.provide(TraceSampling.layer(settings.traceSampleRatio))
       ))
   )

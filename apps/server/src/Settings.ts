@@ -64,6 +64,12 @@ export const table: ReadonlyArray<Setting> = [
   { name: "ROLE", default: "all", description: "What this replica runs: all, api (HTTP only) or worker (workers only).", secret: false },
   { name: "LOG_LEVEL", default: "Info", description: "Minimum log level: All, Trace, Debug, Info, Warning, Error, Fatal or None.", secret: false },
   {
+    name: "TRACE_SAMPLE_RATIO",
+    default: "0.1",
+    description: "Share of traces recorded, 0 to 1 (a caller's W3C traceparent decides for its own requests); unrecorded spans cost next to nothing.",
+    secret: false
+  },
+  {
     name: "EGRESS_ALLOW_PRIVATE",
     default: "unset",
     description: "CIDR list outbound calls may reach despite being private (development and tests only; logged as a warning).",
@@ -158,6 +164,13 @@ export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
 )
 
+/** Share of root traces recorded (TraceSampling). */
+export const traceSampleRatio = Config.number("TRACE_SAMPLE_RATIO").pipe(
+  Config.validate({ message: "TRACE_SAMPLE_RATIO must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
+  Config.withDefault(0.1),
+  Config.withDescription(describe("TRACE_SAMPLE_RATIO"))
+)
+
 /** The settings `serve` needs. */
 export const Settings = Config.all({
   port,
@@ -170,7 +183,8 @@ export const Settings = Config.all({
   masterKey,
   masterKeyPrevious,
   role,
-  logLevel
+  logLevel,
+  traceSampleRatio
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

@@ -18,6 +18,7 @@ describe("Settings", () => {
       "MASTER_KEY_PREVIOUS",
       "ROLE",
       "LOG_LEVEL",
+      "TRACE_SAMPLE_RATIO",
       "EGRESS_ALLOW_PRIVATE",
       "NODE_EXTRA_CA_CERTS"
     ])
@@ -42,7 +43,8 @@ describe("Settings", () => {
         adminHost: "127.0.0.1",
         dataDir: "./.data",
         role: "all",
-        databasePoolSize: 10
+        databasePoolSize: 10,
+        traceSampleRatio: 0.1
       })
       expect(settings.logLevel).toEqual(LogLevel.Info)
       expect(Option.isNone(settings.databaseUrl)).toBe(true)
@@ -65,7 +67,7 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { TRACE_SAMPLE_RATIO: "2" }, { TRACE_SAMPLE_RATIO: "some" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }

@@ -9,7 +9,6 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import * as ErrorResponses from "./ErrorResponses.js"
 import { IntegrationKeys } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
-import { RateLimiter } from "./RateLimiter.js"
 import { Subscriptions } from "./Subscriptions.js"
 
 /**
@@ -52,9 +51,6 @@ export const unstorable = (payload: { readonly targetUrl: string; readonly event
   return Buffer.byteLength(payload.event, "utf8") > MAX_EVENT_BYTES ? messages.eventTooLong : undefined
 }
 
-/** The rate-limit subject of an integration key. */
-export const rateLimitSubject = (keyId: string): string => `integration-key:${keyId}`
-
 const BEARER = /^Bearer +(\S+) *$/i
 
 /** The bearer token of an Authorization header (scheme case-insensitive), or "". */
@@ -62,19 +58,19 @@ export const bearerToken = (authorization: string | undefined): Redacted.Redacte
   Redacted.make(BEARER.exec(authorization ?? "")?.[1] ?? "")
 
 /** Integration-key authentication, then the per-key rate limit. */
-export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | RateLimiter> =
+export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys> =
   Layer.effect(
     EventApi.IntegrationKeyAuth,
     Effect.gen(function*() {
       const keys = yield* IntegrationKeys
-      const limiter = yield* RateLimiter
       return EventApi.IntegrationKeyAuth.of({
         integrationKey: () =>
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
-            const key = yield* keys.authenticate(bearerToken(request.headers["authorization"]))
-            if (Option.isNone(key)) return yield* new Events.Unauthorized({ error: messages.unauthorized })
-            const decision = yield* limiter.hit(rateLimitSubject(key.value.keyId))
+            // One statement finds the key and counts the request (IntegrationKeys.authorize).
+            const authorized = yield* keys.authorize(bearerToken(request.headers["authorization"]))
+            if (Option.isNone(authorized)) return yield* new Events.Unauthorized({ error: messages.unauthorized })
+            const { decision, key } = authorized.value
             if (!decision.allowed) {
               return yield* new Events.RateLimited({
                 error: messages.rateLimited,
@@ -83,8 +79,8 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
             }
             // Only after the key: nothing but a JSON body is ever read or parsed.
             if (request.method === "POST") yield* ErrorResponses.guardJsonBody(request)
-            return { accountId: key.value.accountId, keyId: key.value.keyId }
-          }).pipe(Effect.withSpan("IntegrationKeyAuth"))
+            return { accountId: key.accountId, keyId: key.keyId }
+          }).pipe(Effect.withSpan("IntegrationKeyAuth", { captureStackTrace: false }))
       })
     })
   )

@@ -11,7 +11,6 @@
  * "the last 3" sees three different calls.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Events } from "@crm-relay/contract"
 import { Effect, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
@@ -28,34 +27,36 @@ const DeliveryRow = Schema.Struct({
 export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Preview", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const latest = SqlSchema.findAll({
-      Request: Schema.Struct({ accountId: Schema.String, limit: Schema.Int }),
-      Result: DeliveryRow,
-      execute: ({ accountId, limit }) =>
-        // One record per event: a fan-out writes its duplicates (one per subscription) with the
-        // same call, kind and creation time; the last one inserted stands for them.
-        sql`SELECT DISTINCT ON (created_at, call_id, event)
+    const decodeRows = Schema.decodeUnknown(Schema.Array(DeliveryRow))
+    const latest = (accountId: AccountId, limit: number) =>
+      // One record per event: a fan-out writes its duplicates (one per subscription) with the
+      // same call, kind and creation time; the last one inserted stands for them.
+      sql`SELECT DISTINCT ON (created_at, call_id, event)
               id, call_id, source, contact_external_id, appointment_external_id
             FROM deliveries WHERE account_id = ${accountId}
             ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT ${limit}`
+
+    // Runs on every perform-list: named by its span, without the call-site stack trace that
+    // Effect.fn captures on each call.
+    const listSpan = Effect.withSpan("Preview.list", { captureStackTrace: false })
+    const list = Effect.fnUntraced(function*(accountId: AccountId, limit: number) {
+      const rows = yield* Effect.orDie(Effect.flatMap(latest(accountId, Events.clampLimit(Math.trunc(limit))), decodeRows))
+      if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
+      return rows.map((row): Events.PreviewRecord => ({
+        id: row.id,
+        call_id: row.call_id,
+        source: row.source,
+        contact: { external_id: row.contact_external_id },
+        job_type: "",
+        summary: "",
+        booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
+      }))
     })
 
     return {
       /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample. */
-      list: Effect.fn("Preview.list")(function*(accountId: AccountId, limit: number) {
-        const rows = yield* Effect.orDie(latest({ accountId, limit: Events.clampLimit(Math.trunc(limit)) }))
-        if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
-        return rows.map((row): Events.PreviewRecord => ({
-          id: row.id,
-          call_id: row.call_id,
-          source: row.source,
-          contact: { external_id: row.contact_external_id },
-          job_type: "",
-          summary: "",
-          booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
-        }))
-      })
+      list: (accountId: AccountId, limit: number) => listSpan(list(accountId, limit))
     }
   })
 }) {}

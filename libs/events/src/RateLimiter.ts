@@ -6,6 +6,7 @@
  * into the newest window instead of resetting it.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 
 /** How many requests a subject may make per window. */
@@ -33,31 +34,44 @@ export interface RateLimitDecision {
   readonly retryAfterSeconds: number
 }
 
+/** The start of the window `now` falls in. */
+export const windowStart = (policy: RateLimitPolicy, now: number): Date => {
+  const millis = Duration.toMillis(policy.window)
+  return new Date(Math.floor(now / millis) * millis)
+}
+
+/**
+ * The counting rule, shared by every statement that counts a request: one
+ * atomic upsert of the rows `source` selects (subject, window_start, 1),
+ * answering each subject's count and window after this request.
+ */
+export const upsert = (sql: SqlClient.SqlClient, source: Statement.Fragment) =>
+  sql<{ readonly count: number; readonly window_start: Date }>`INSERT INTO rate_limits AS r (subject, window_start, count) ${source}
+          ON CONFLICT (subject) DO UPDATE SET
+            count = CASE WHEN EXCLUDED.window_start > r.window_start THEN 1 ELSE r.count + 1 END,
+            window_start = GREATEST(r.window_start, EXCLUDED.window_start)
+          RETURNING count, window_start`
+
+/** The decision for a request counted `count`-th in the window starting at `start`, at `now`. */
+export const decide = (policy: RateLimitPolicy, now: number, count: number, start: Date): RateLimitDecision => ({
+  allowed: count <= policy.limit,
+  count,
+  retryAfterSeconds: Math.max(1, Math.ceil((start.getTime() + Duration.toMillis(policy.window) - now) / 1000))
+})
+
 /** Counts requests per subject. */
 export class RateLimiter extends Effect.Service<RateLimiter>()("@crm-relay/events/RateLimiter", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const policy = yield* RateLimitPolicyRef
-    const windowMillis = Duration.toMillis(policy.window)
 
     return {
       /** Counts one request of `subject` and says whether it is allowed. */
       hit: Effect.fn("RateLimiter.hit")(function*(subject: string) {
         const now = yield* Clock.currentTimeMillis
-        const windowStart = new Date(Math.floor(now / windowMillis) * windowMillis)
-        const rows = yield* sql<{ count: number; window_start: Date }>`
-          INSERT INTO rate_limits AS r (subject, window_start, count) VALUES (${subject}, ${windowStart}, 1)
-          ON CONFLICT (subject) DO UPDATE SET
-            count = CASE WHEN EXCLUDED.window_start > r.window_start THEN 1 ELSE r.count + 1 END,
-            window_start = GREATEST(r.window_start, EXCLUDED.window_start)
-          RETURNING count, window_start`.pipe(Effect.orDie)
+        const rows = yield* Effect.orDie(upsert(sql, sql`VALUES (${subject}, ${windowStart(policy, now)}, 1)`))
         const row = rows[0]!
-        const endsAt = row.window_start.getTime() + windowMillis
-        return {
-          allowed: row.count <= policy.limit,
-          count: row.count,
-          retryAfterSeconds: Math.max(1, Math.ceil((endsAt - now) / 1000))
-        } satisfies RateLimitDecision
+        return decide(policy, now, row.count, row.window_start)
       })
     }
   })

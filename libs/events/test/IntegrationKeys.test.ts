@@ -1,9 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Option, Redacted } from "effect"
+import { Effect, Option, Redacted, TestClock } from "effect"
 import { createHash } from "node:crypto"
 import { Accounts } from "../src/Accounts.js"
-import { IntegrationKeys, KEY_PREFIX } from "../src/IntegrationKeys.js"
+import { IntegrationKeys, KEY_PREFIX, rateLimitSubject } from "../src/IntegrationKeys.js"
+import { RateLimiter } from "../src/RateLimiter.js"
 import { ServicesLive } from "./support/Services.js"
 
 describe("IntegrationKeys", () => {
@@ -67,6 +68,47 @@ describe("IntegrationKeys", () => {
         yield* keys.disable(off.id)
         expect(yield* keys.authenticate(off.key)).toEqual(Option.none())
         expect(Option.isSome(yield* keys.authenticate(on.key))).toBe(true)
+      }))
+
+    it.effect("Limits: 60 requests per key per minute — authorize finds the key and counts it in the limiter's row, in one statement", () =>
+      Effect.gen(function*() {
+        const keys = yield* IntegrationKeys
+        const limiter = yield* RateLimiter
+        yield* TestClock.setTime(Date.parse("2030-03-01T00:00:00Z"))
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const key = yield* keys.create(account.id)
+        const first = yield* keys.authorize(key.key)
+        expect(first).toEqual(Option.some({
+          key: { keyId: key.id, accountId: account.id },
+          decision: { allowed: true, count: 1, retryAfterSeconds: 60 }
+        }))
+        // The same row as RateLimiter.hit: replicas and both paths share one count.
+        yield* Effect.forEach(Array.from({ length: 58 }), () => limiter.hit(rateLimitSubject(key.id)))
+        yield* TestClock.adjust("20 seconds")
+        expect(Option.map(yield* keys.authorize(key.key), (a) => a.decision)).toEqual(
+          Option.some({ allowed: true, count: 60, retryAfterSeconds: 40 })
+        )
+        expect(Option.map(yield* keys.authorize(key.key), (a) => a.decision)).toEqual(
+          Option.some({ allowed: false, count: 61, retryAfterSeconds: 40 })
+        )
+        yield* TestClock.adjust("40 seconds")
+        expect(Option.map(yield* keys.authorize(key.key), (a) => a.decision.count)).toEqual(Option.some(1))
+      }))
+
+    it.effect("Authentication rule 2: authorize refuses a wrong, empty, oversized or disabled key and counts nothing for it", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const keys = yield* IntegrationKeys
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const created = yield* keys.create(account.id)
+        const off = yield* keys.create(account.id)
+        yield* keys.disable(off.id)
+        const tampered = Redacted.value(created.key).slice(0, -1) + "x"
+        for (const token of [Redacted.make(tampered), Redacted.make(""), Redacted.make("crk_" + "a".repeat(500)), off.key]) {
+          expect(yield* keys.authorize(token)).toEqual(Option.none())
+        }
+        const counted = yield* sql<{ subject: string }>`SELECT subject FROM rate_limits WHERE subject IN (${rateLimitSubject(created.id)}, ${rateLimitSubject(off.id)})`
+        expect(counted).toEqual([])
       }))
 
     it.effect("Accounts: created with a mode, found by id; unknown or malformed ids find nothing", () =>

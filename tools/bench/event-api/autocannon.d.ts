@@ -2,6 +2,7 @@
 declare module "autocannon" {
   interface Histogram {
     readonly average: number
+    readonly total: number
     readonly p50: number
     readonly p90: number
     readonly p99: number

@@ -1,19 +1,26 @@
 /**
  * Event API throughput: autocannon against GET /perform-list of the real
- * `crm-relay serve` binary on real PostgreSQL, with the rate limiter on.
+ * `crm-relay serve` binary on real PostgreSQL, with the rate limiter on, and
+ * against a raw `node:http` + `pg` baseline (RawServer.ts) that runs the
+ * same three statements on the same database with the same kind of keys.
  *
- *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx tsx tools/bench/event-api/main.ts \
- *     [--keys 2000] [--requests-per-key 50] [--connections 50] [--pool 10] [--cpu-prof DIR]
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:event-api -- \
+ *     [--rounds 3] [--keys 400] [--requests-per-key 50] [--connections 50] [--pool 10] [--cpu-prof DIR]
  *
  * Every request carries a different key, round robin over `--keys` keys, and
  * each key makes `--requests-per-key` (< 60) requests in all, so no key ever
  * passes the 60-per-minute limit yet every request pays for authentication
- * and the rate-limit upsert. The server runs in its own process, on a fresh
- * schema of DATABASE_URL that is dropped at the end; a warm-up with other
- * keys runs first. Prints req/s, latency p50/p99, non-2xx count and the
- * server's peak RSS (VmHWM). `--cpu-prof DIR` writes the server's CPU profile
- * there (Node's --cpu-prof) when it stops.
+ * and the rate-limit upsert. Both servers run in their own processes, on one
+ * fresh schema of DATABASE_URL that is dropped at the end; each is warmed up
+ * first, then `--rounds` rounds alternate between them (the order flips every
+ * round, and every round uses fresh keys), so a machine busy with other work
+ * slows both alike. Prints each round, then for each server the medians of
+ * req/s, latency p50/p99 and server CPU per request (utime + stime of its
+ * process over the round), its peak RSS (VmHWM), and the ratio crm-relay / raw.
+ * `--cpu-prof DIR` writes crm-relay's CPU profile there (Node's --cpu-prof)
+ * when it stops.
  */
+import { Events } from "@crm-relay/contract"
 import autocannon from "autocannon"
 import { Config, Console, Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
@@ -21,13 +28,15 @@ import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { type JsonRequest, jsonClient } from "../support/Http.js"
 import { runMain } from "../support/runMain.js"
-import { peakRssMiB, serve } from "../support/ServerProcess.js"
+import { cpuSeconds, peakRssMiB, serve } from "../support/ServerProcess.js"
+import { serveRaw } from "./RawBaseline.js"
 
-const keys = Argv.integer("keys", 2000)
+const rounds = Argv.integer("rounds", 3)
+const keys = Argv.integer("keys", 400)
 const requestsPerKey = Math.min(Argv.integer("requests-per-key", 50), 59)
 const connections = Argv.integer("connections", 50)
 const pool = Argv.integer("pool", 10)
-const warmupKeys = Math.max(50, Math.floor(keys / 10))
+const warmupKeys = Math.max(20, Math.floor(keys / 4))
 const cpuProfileDir = Argv.text("cpu-prof")
 
 /** `count` integration keys over accounts of ten keys each, through the internal API. */
@@ -63,6 +72,42 @@ const load = (url: string, keyList: ReadonlyArray<string>) =>
     })
   })
 
+/** One server under load for one round. */
+interface Round {
+  readonly reqPerSec: number
+  readonly p50: number
+  readonly p99: number
+  readonly cpuMsPerRequest: number
+  readonly failed: number
+}
+
+/** Loads the server at `url` (process `pid`) with `keyList`, measuring its CPU over the round. */
+const measure = (url: string, pid: number, keyList: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const before = yield* cpuSeconds(pid)
+    const result = yield* load(url, keyList)
+    const after = yield* cpuSeconds(pid)
+    const answered = result.requests.total
+    return {
+      reqPerSec: answered / Math.max(0.001, result.duration),
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      cpuMsPerRequest: ((after - before) * 1000) / Math.max(1, answered),
+      failed: result.errors + result.timeouts + result.non2xx
+    } satisfies Round
+  })
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+const describeRound = (name: string, round: Round): string =>
+  `${name.padEnd(9)} ${round.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${String(round.p50).padStart(4)} ms  p99 ${
+    String(round.p99).padStart(4)
+  } ms  CPU ${round.cpuMsPerRequest.toFixed(3)} ms/request${round.failed > 0 ? `  FAILED ${round.failed}` : ""}`
+
 const main = Effect.gen(function*() {
   const base = yield* Config.option(Config.redacted("DATABASE_URL"))
   if (Option.isNone(base)) return yield* Console.error("Set DATABASE_URL to a PostgreSQL database: this benchmark runs on real PostgreSQL.")
@@ -78,28 +123,55 @@ const main = Effect.gen(function*() {
     logLevel: "Warning",
     stopWithin: "15 seconds"
   })
+  const raw = yield* serveRaw({ databaseUrl: database.url, pool, sample: JSON.stringify([Events.SAMPLE_PREVIEW]) })
   const post = yield* jsonClient(16)
-  yield* Console.log(`server pid ${server.pid} at ${server.publicUrl}; PostgreSQL ${database.version}; pool ${pool}`)
+  yield* Console.log(`crm-relay pid ${server.pid} at ${server.publicUrl}; raw pid ${raw.pid} at ${raw.url}`)
+  yield* Console.log(`PostgreSQL ${database.version}; pool ${pool} each; ${connections} connections`)
 
-  const [warm, measured] = yield* Effect.all([
-    createKeys(post, server.adminUrl, adminToken, warmupKeys),
-    createKeys(post, server.adminUrl, adminToken, keys)
-  ])
-  yield* Console.log(`warm-up: ${warm.length * requestsPerKey} requests over ${warm.length} keys`)
-  yield* load(server.publicUrl, warm)
+  // Every round of every server gets its own keys, so no key reaches the limit.
+  const all = yield* createKeys(post, server.adminUrl, adminToken, 2 * warmupKeys + 2 * rounds * keys)
+  const slice = (i: number, size: number, from: number) => all.slice(from + i * size, from + (i + 1) * size)
+  const servers = [
+    { name: "crm-relay", url: server.publicUrl, pid: server.pid },
+    { name: "raw", url: raw.url, pid: raw.pid }
+  ] as const
 
+  yield* Console.log(`warm-up: ${warmupKeys * requestsPerKey} requests each`)
+  yield* Effect.forEach(servers, (s, i) => load(s.url, slice(i, warmupKeys, 0)), { discard: true })
+
+  yield* Console.log(`${rounds} rounds of ${keys * requestsPerKey} requests over ${keys} keys (${requestsPerKey} each, under 60/min)`)
+  const results: Record<"crm-relay" | "raw", Array<Round>> = { "crm-relay": [], raw: [] }
+  for (let r = 0; r < rounds; r++) {
+    const order = r % 2 === 0 ? [0, 1] as const : [1, 0] as const
+    for (const i of order) {
+      const s = servers[i]
+      const round = yield* measure(s.url, s.pid, slice(r * 2 + i, keys, 2 * warmupKeys))
+      results[s.name].push(round)
+      yield* Console.log(`round ${r + 1}: ${describeRound(s.name, round)}`)
+    }
+  }
+
+  const summary = (name: "crm-relay" | "raw") => {
+    const list = results[name]
+    return {
+      reqPerSec: median(list.map((x) => x.reqPerSec)),
+      p50: median(list.map((x) => x.p50)),
+      p99: median(list.map((x) => x.p99)),
+      cpuMsPerRequest: median(list.map((x) => x.cpuMsPerRequest)),
+      failed: list.reduce((n, x) => n + x.failed, 0)
+    } satisfies Round
+  }
+  const ours = summary("crm-relay")
+  const theirs = summary("raw")
+  const [ourRss, rawRss] = yield* Effect.all([peakRssMiB(server.pid), peakRssMiB(raw.pid)])
+  yield* Console.log(`medians of ${rounds} rounds:`)
+  yield* Console.log(`${describeRound("crm-relay", ours)}  peak RSS ${ourRss.toFixed(1)} MiB`)
+  yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
   yield* Console.log(
-    `run: ${measured.length * requestsPerKey} requests over ${measured.length} keys (${requestsPerKey} each, under 60/min), ${connections} connections`
+    `crm-relay/raw: throughput ${(ours.reqPerSec / theirs.reqPerSec).toFixed(2)}x, CPU per request ${
+      (ours.cpuMsPerRequest / theirs.cpuMsPerRequest).toFixed(2)
+    }x, p50 ${(ours.p50 / theirs.p50).toFixed(2)}x, p99 ${(ours.p99 / theirs.p99).toFixed(2)}x, peak RSS ${(ourRss / rawRss).toFixed(2)}x`
   )
-  const result = yield* load(server.publicUrl, measured)
-  const rss = yield* peakRssMiB(server.pid)
-
-  yield* Console.log(`status codes: ${JSON.stringify(Object.fromEntries(Object.entries(result.statusCodeStats).map(([k, v]) => [k, v.count])))}`)
-  yield* Console.log(`errors: ${result.errors}, timeouts: ${result.timeouts}, non-2xx: ${result.non2xx}`)
-  yield* Console.log(`req/s: ${result.requests.average.toFixed(0)}`)
-  yield* Console.log(`latency p50: ${result.latency.p50} ms`)
-  yield* Console.log(`latency p99: ${result.latency.p99} ms`)
-  yield* Console.log(`server peak RSS: ${rss.toFixed(1)} MiB`)
 })
 
 void runMain(main)

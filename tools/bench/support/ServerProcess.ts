@@ -88,9 +88,9 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       Option.liftThrowable(() => Fs.readFileSync(Path.join(dataDir, "server.json"), "utf8"))().pipe(Option.flatMap(decodeServerFile))
     )
     const published = Effect.flatMap(readServerFile, Option.match({
-      onNone: () => Effect.fail(new ServerNotListening({ message: "crm-relay serve published no address within 60 s." })),
+      onNone: () => Effect.fail(new ServerNotListening({ message: "crm-relay serve published no address within 180 s." })),
       onSome: Effect.succeed
-    })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(60)))))
+    })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(180)))))
     const info = yield* Effect.raceFirst(published, exited)
     return { pid: child.pid!, ...info }
   })
@@ -100,4 +100,12 @@ export const peakRssMiB = (pid: number) =>
   Effect.sync(() => {
     const status = Fs.readFileSync(`/proc/${pid}/status`, "utf8")
     return Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN) / 1024
+  })
+
+/** CPU time `pid` has used so far (user + system), in seconds (Linux: /proc/<pid>/stat, 100 ticks a second). */
+export const cpuSeconds = (pid: number) =>
+  Effect.sync(() => {
+    // The fields after the command name, which may hold spaces, start at its closing parenthesis.
+    const fields = Fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
   })
