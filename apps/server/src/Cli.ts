@@ -14,13 +14,17 @@ import * as PushesCli from "./cli/PushesCli.js"
 import * as Logging from "./Logging.js"
 import * as Server from "./Server.js"
 import * as Settings from "./Settings.js"
+import * as Tracing from "./Tracing.js"
 
 const withOperations = DataAccess.withOperations(AdminOperations, layerFromSettings)
 
 const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
-    return yield* Layer.launch(Server.layer(settings)).pipe(Effect.provide(Logging.layer(settings.logLevel, "stdout")))
+    return yield* Layer.launch(Server.layer(settings)).pipe(
+      Effect.provide(Tracing.fromSettings(settings.tracing)),
+      Effect.provide(Logging.layer(settings.logLevel, "stdout"))
+    )
   })).pipe(
     Command.withDescription(
       "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN) " +

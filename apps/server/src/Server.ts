@@ -16,6 +16,7 @@ import * as ConnectionsLayers from "./ConnectionsLayers.js"
 import * as DeliveryWorker from "./DeliveryWorker.js"
 import * as InternalApiLive from "./InternalApiLive.js"
 import * as MasterKey from "./MasterKey.js"
+import * as Metrics from "./Metrics.js"
 import { serveApi } from "./internal/serveApi.js"
 import * as ServerFile from "./ServerFile.js"
 import type { Role, Settings } from "./Settings.js"
@@ -65,6 +66,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
     host: options.adminHost,
     port: options.adminPort,
     messages: { notFound: InternalApiLive.messages.notFound },
+    observe: { api: "internal", actor: "admin_token" },
+    routes: Metrics.route(options.adminToken),
     tag: AdminAddress
   })
   const publicApi = Workers.servesPublicApi(options.role)
@@ -73,6 +76,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
       host: options.publicHost,
       port: options.port,
       messages: { notFound: EventApiLive.messages.notFound },
+      observe: { api: "public", actor: "anonymous" },
       tag: PublicAddress
     })
     : Layer.empty

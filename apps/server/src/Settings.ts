@@ -70,6 +70,19 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   {
+    name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    default: "unset (no trace export)",
+    description: "Base URL of an OpenTelemetry collector (OTLP/HTTP); when set, traces are exported to <url>/v1/traces.",
+    secret: false
+  },
+  {
+    name: "OTEL_TRACES_SAMPLER_ARG",
+    default: "1.0",
+    description: "Share of new traces exported (0 to 1), parent-based: a trace continued from a caller or a job keeps its decision.",
+    secret: false
+  },
+  { name: "OTEL_SERVICE_NAME", default: "crm-relay", description: "service.name of the exported traces.", secret: false },
+  {
     name: "NODE_EXTRA_CA_CERTS",
     default: "unset",
     description: "Node's own variable: extra CA certificates to trust (how tests trust a loopback bridge).",
@@ -153,6 +166,26 @@ export const logLevel = Config.string("LOG_LEVEL").pipe(
 export const egressAllowPrivate = Config.option(Config.string("EGRESS_ALLOW_PRIVATE")).pipe(
   Config.withDescription(describe("EGRESS_ALLOW_PRIVATE"))
 )
+/** The OTLP/HTTP collector traces are exported to, when configured (empty counts as unset). */
+export const otlpEndpoint = Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")).pipe(
+  Config.map(Option.filter((url) => url.trim() !== "")),
+  Config.withDescription(describe("OTEL_EXPORTER_OTLP_ENDPOINT"))
+)
+/** Share of new traces exported. */
+export const sampleRatio = Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
+  Config.validate({ message: "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
+  Config.withDefault(1),
+  Config.withDescription(describe("OTEL_TRACES_SAMPLER_ARG"))
+)
+/** The exported service name. */
+export const serviceName = Config.string("OTEL_SERVICE_NAME").pipe(
+  Config.withDefault("crm-relay"),
+  Config.withDescription(describe("OTEL_SERVICE_NAME"))
+)
+/** What trace export needs. */
+export const TracingSettings = Config.all({ otlpEndpoint, sampleRatio, serviceName })
+export type TracingSettings = Config.Config.Success<typeof TracingSettings>
+
 /** Node's extra CA file (Node reads it itself at startup; listed for completeness). */
 export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS")).pipe(
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
@@ -170,7 +203,8 @@ export const Settings = Config.all({
   masterKey,
   masterKeyPrevious,
   role,
-  logLevel
+  logLevel,
+  tracing: TracingSettings
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

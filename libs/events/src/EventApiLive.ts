@@ -5,11 +5,12 @@
  */
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { EventApi, Events } from "@crm-relay/contract"
-import { Effect, Layer, Option, Redacted } from "effect"
+import * as Audit from "@crm-relay/store/Audit"
+import { Effect, Layer, Metric, Option, Redacted } from "effect"
 import * as ErrorResponses from "./ErrorResponses.js"
 import { IntegrationKeys } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
-import { RateLimiter } from "./RateLimiter.js"
+import { RateLimiter, refusals } from "./RateLimiter.js"
 import { Subscriptions } from "./Subscriptions.js"
 
 /** Sentences of the Event API's errors. */
@@ -43,8 +44,10 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
             const request = yield* HttpServerRequest.HttpServerRequest
             const key = yield* keys.authenticate(bearerToken(request.headers["authorization"]))
             if (Option.isNone(key)) return yield* new Events.Unauthorized({ error: messages.unauthorized })
+            yield* Audit.identify(`integration_key:${key.value.keyId}`, key.value.accountId)
             const decision = yield* limiter.hit(rateLimitSubject(key.value.keyId))
             if (!decision.allowed) {
+              yield* Metric.increment(refusals)
               return yield* new Events.RateLimited({
                 error: messages.rateLimited,
                 retryAfterSeconds: decision.retryAfterSeconds
