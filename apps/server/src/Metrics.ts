@@ -17,8 +17,8 @@ import { type EventLoopUtilization, monitorEventLoopDelay, performance } from "n
 import * as InternalApiLive from "./InternalApiLive.js"
 import { CONTENT_TYPE, serialize } from "./internal/prometheus.js"
 
-/** The job queues, by the `queue` label. */
-const queues = [{ queue: "crm_push", table: "crm_push_jobs" }, { queue: "deliveries", table: "deliveries" }] as const
+/** The job queues' tables: the `queue` label, as on `crm_relay_jobs_total`. */
+const queues = ["crm_push_jobs", "deliveries"] as const
 
 const pendingJobs = Metric.gauge("crm_relay_queue_pending_jobs", {
   description: "Pending jobs of a queue (due, running or scheduled for later), at scrape time."
@@ -29,8 +29,8 @@ const dueJobs = Metric.gauge("crm_relay_queue_due_jobs", {
 const oldestDue = Metric.gauge("crm_relay_queue_oldest_due_age_seconds", {
   description: "Seconds since the oldest due, unclaimed job of a queue became due (0 when none is)."
 })
-const queueGauges = queues.map(({ queue, table }) => ({
-  table,
+const queueGauges = queues.map((queue) => ({
+  table: queue,
   pending: Metric.tagged(pendingJobs, "queue", queue),
   due: Metric.tagged(dueJobs, "queue", queue),
   oldest: Metric.tagged(oldestDue, "queue", queue)
