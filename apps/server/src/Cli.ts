@@ -12,6 +12,7 @@ import { json, print } from "./cli/Output.js"
 import * as PushesCli from "./cli/PushesCli.js"
 import * as Logging from "./Logging.js"
 import * as Settings from "./Settings.js"
+import * as Tracing from "./Tracing.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
 // database driver and no HTTP stack, and a CLI command no server.
@@ -22,7 +23,10 @@ const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
     const Server = yield* Effect.promise(() => import("./Server.js"))
-    return yield* Layer.launch(Server.layer(settings)).pipe(Effect.provide(Logging.layer(settings.logLevel, "stdout")))
+    return yield* Layer.launch(Server.layer(settings)).pipe(
+      Effect.provide(Tracing.fromSettings(settings.tracing)),
+      Effect.provide(Logging.layer(settings.logLevel, "stdout"))
+    )
   })).pipe(
     Command.withDescription(
       "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN) " +

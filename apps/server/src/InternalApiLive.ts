@@ -24,14 +24,20 @@ export const messages = {
   notReady: "The database does not answer."
 } as const
 
-/** Accepts exactly `token` (compared in constant time, as digests of equal length). */
-export const AdminAuthLive = (token: Redacted.Redacted<string>): Layer.Layer<AdminAuth> => {
+/** Whether a given bearer token is exactly `token` (compared in constant time, as digests of equal length). */
+export const tokenCheck = (token: Redacted.Redacted<string>): (given: Redacted.Redacted<string>) => boolean => {
   const expected = digest(Redacted.value(token))
+  return (given) => timingSafeEqual(digest(Redacted.value(given)), expected)
+}
+
+/** Accepts exactly `token`. */
+export const AdminAuthLive = (token: Redacted.Redacted<string>): Layer.Layer<AdminAuth> => {
+  const matches = tokenCheck(token)
   return Layer.succeed(
     AdminAuth,
     AdminAuth.of({
       adminToken: (given) =>
-        timingSafeEqual(digest(Redacted.value(given)), expected)
+        matches(given)
           ? Effect.void
           : Effect.fail(new Events.Unauthorized({ error: messages.unauthorized }))
     })

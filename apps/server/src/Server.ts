@@ -16,6 +16,7 @@ import * as ConnectionsLayers from "./ConnectionsLayers.js"
 import * as DeliveryWorker from "./DeliveryWorker.js"
 import * as InternalApiLive from "./InternalApiLive.js"
 import * as MasterKey from "./MasterKey.js"
+import * as Metrics from "./Metrics.js"
 import { serveApi } from "./internal/serveApi.js"
 import * as ServerFile from "./ServerFile.js"
 import * as TraceSampling from "./TraceSampling.js"
@@ -83,6 +84,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
     host: options.adminHost,
     port: options.adminPort,
     messages: { notFound: InternalApiLive.messages.notFound },
+    observe: { api: "internal", actor: "admin_token" },
+    routes: Metrics.route(options.adminToken),
     tag: AdminAddress
   })
   const publicApi = Workers.servesPublicApi(options.role)
@@ -91,6 +94,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
       host: options.publicHost,
       port: options.port,
       messages: EventApiLive.errorPolicy,
+      observe: { api: "public", actor: "anonymous" },
       tag: PublicAddress
     }))
     : Layer.empty
@@ -150,6 +154,6 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
         ),
         // Set before anything is built, so every fiber of the server (requests, workers) samples.
-        Layer.provide(TraceSampling.layer(settings.traceSampleRatio))
+        Layer.provide(TraceSampling.layer(settings.tracing.sampleRatio))
       ))
   )

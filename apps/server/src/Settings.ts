@@ -64,17 +64,24 @@ export const table: ReadonlyArray<Setting> = [
   { name: "ROLE", default: "all", description: "What this replica runs: all, api (HTTP only) or worker (workers only).", secret: false },
   { name: "LOG_LEVEL", default: "Info", description: "Minimum log level: All, Trace, Debug, Info, Warning, Error, Fatal or None.", secret: false },
   {
-    name: "TRACE_SAMPLE_RATIO",
-    default: "0.1",
-    description: "Share of traces recorded, 0 to 1 (a caller's W3C traceparent decides for its own requests); unrecorded spans cost next to nothing.",
-    secret: false
-  },
-  {
     name: "EGRESS_ALLOW_PRIVATE",
     default: "unset",
     description: "CIDR list outbound calls may reach despite being private (development and tests only; logged as a warning).",
     secret: false
   },
+  {
+    name: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    default: "unset (no trace export)",
+    description: "Base URL of an OpenTelemetry collector (OTLP/HTTP); when set, traces are exported to <url>/v1/traces.",
+    secret: false
+  },
+  {
+    name: "OTEL_TRACES_SAMPLER_ARG",
+    default: "0.1",
+    description: "Share of new traces recorded (and exported when an endpoint is set), 0 to 1; a trace continued from a caller or a job keeps its decision; unrecorded spans cost next to nothing.",
+    secret: false
+  },
+  { name: "OTEL_SERVICE_NAME", default: "crm-relay", description: "service.name of the exported traces.", secret: false },
   {
     name: "NODE_EXTRA_CA_CERTS",
     default: "unset",
@@ -159,16 +166,29 @@ export const logLevel = Config.string("LOG_LEVEL").pipe(
 export const egressAllowPrivate = Config.option(Config.string("EGRESS_ALLOW_PRIVATE")).pipe(
   Config.withDescription(describe("EGRESS_ALLOW_PRIVATE"))
 )
+/** The OTLP/HTTP collector traces are exported to, when configured (empty counts as unset). */
+export const otlpEndpoint = Config.option(Config.string("OTEL_EXPORTER_OTLP_ENDPOINT")).pipe(
+  Config.map(Option.filter((url) => url.trim() !== "")),
+  Config.withDescription(describe("OTEL_EXPORTER_OTLP_ENDPOINT"))
+)
+/** Share of new traces recorded (TraceSampling), and so exported. */
+export const sampleRatio = Config.number("OTEL_TRACES_SAMPLER_ARG").pipe(
+  Config.validate({ message: "OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
+  Config.withDefault(0.1),
+  Config.withDescription(describe("OTEL_TRACES_SAMPLER_ARG"))
+)
+/** The exported service name. */
+export const serviceName = Config.string("OTEL_SERVICE_NAME").pipe(
+  Config.withDefault("crm-relay"),
+  Config.withDescription(describe("OTEL_SERVICE_NAME"))
+)
+/** What trace export needs. */
+export const TracingSettings = Config.all({ otlpEndpoint, sampleRatio, serviceName })
+export type TracingSettings = Config.Config.Success<typeof TracingSettings>
+
 /** Node's extra CA file (Node reads it itself at startup; listed for completeness). */
 export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS")).pipe(
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
-)
-
-/** Share of root traces recorded (TraceSampling). */
-export const traceSampleRatio = Config.number("TRACE_SAMPLE_RATIO").pipe(
-  Config.validate({ message: "TRACE_SAMPLE_RATIO must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
-  Config.withDefault(0.1),
-  Config.withDescription(describe("TRACE_SAMPLE_RATIO"))
 )
 
 /** The settings `serve` needs. */
@@ -184,7 +204,7 @@ export const Settings = Config.all({
   masterKeyPrevious,
   role,
   logLevel,
-  traceSampleRatio
+  tracing: TracingSettings
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

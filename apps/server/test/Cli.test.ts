@@ -41,6 +41,10 @@ const keyWorks = (db: TestDatabase.TestDatabase["Type"], dataDir: string, key: s
     : check.pipe(Effect.provide(Layer.fresh(Database.layerPglite({ dataDir }))), Effect.orDie)
 }
 
+/** The lines of `text` that are JSON objects (log lines), parsed. */
+const jsonLines = (text: string): Array<Record<string, unknown>> =>
+  text.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>)
+
 describe("crm-relay --help", () => {
   it.live("--help works on every command and describes its options", () =>
     Effect.gen(function*() {
@@ -80,6 +84,10 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       expect(created.code).toBe(0)
       const account = parse<{ id: string; name: string; mode: string }>(created.stdout)
       expect(account).toMatchObject({ name: "Acme Plumbing", mode: "demo" })
+      // A change made directly on the database is audited (on stderr) as the CLI's.
+      expect(jsonLines(created.stderr).filter((line) => line["log"] === "audit")).toEqual([
+        expect.objectContaining({ action: "account.created", actor: "cli", account_id: account.id })
+      ])
 
       const text = yield* cli(["accounts", "create", "--name", "Default mode"], env)
       expect(text.stdout).toMatch(/^Created account [0-9a-f-]{36} \(name: Default mode, mode: live\)\.$/m)
@@ -160,6 +168,16 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
 
       expect(yield* Fiber.join(stopped)).toBe(0)
       expect(server.stdout()).toContain("crm-relay is stopping")
+      // stdout is JSON lines only; the generated token went to stderr once and never into the log stream.
+      const token = /ADMIN_TOKEN=(\S+)/.exec(server.stderr())![1]!
+      expect(server.stderr().split(token).length - 1).toBe(1)
+      expect(server.stdout()).not.toContain(token)
+      const logged = jsonLines(server.stdout())
+      expect(logged.length).toBe(server.stdout().split("\n").filter((line) => line !== "").length)
+      for (const line of logged) expect(Object.keys(line).slice(0, 3)).toEqual(["time", "level", "msg"])
+      // Through the server (embedded database) the CLI's changes are the admin token's; on PostgreSQL it writes directly.
+      expect(logged.filter((line) => line["action"] === "account.created" && line["account_id"] === account.id).map((line) => line["actor"]))
+        .toEqual(db.kind === "pglite" ? ["admin_token"] : [])
       expect(Fs.existsSync(ServerFile.path(dataDir))).toBe(false)
       expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.none())
       // Stopped: the CLI works on the database directly again.

@@ -18,8 +18,10 @@ describe("Settings", () => {
       "MASTER_KEY_PREVIOUS",
       "ROLE",
       "LOG_LEVEL",
-      "TRACE_SAMPLE_RATIO",
       "EGRESS_ALLOW_PRIVATE",
+      "OTEL_EXPORTER_OTLP_ENDPOINT",
+      "OTEL_TRACES_SAMPLER_ARG",
+      "OTEL_SERVICE_NAME",
       "NODE_EXTRA_CA_CERTS"
     ])
     for (const setting of Settings.table) {
@@ -44,7 +46,7 @@ describe("Settings", () => {
         dataDir: "./.data",
         role: "all",
         databasePoolSize: 10,
-        traceSampleRatio: 0.1
+        tracing: { sampleRatio: 0.1, serviceName: "crm-relay" }
       })
       expect(settings.logLevel).toEqual(LogLevel.Info)
       expect(Option.isNone(settings.databaseUrl)).toBe(true)
@@ -67,7 +69,7 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { TRACE_SAMPLE_RATIO: "2" }, { TRACE_SAMPLE_RATIO: "some" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }

@@ -8,7 +8,7 @@
  * runs the exchange under the chosen policy, and believes only a receipt that
  * passes the operation's checks (Operation rules 1–6).
  */
-import { Context, Effect, Either, Layer, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Metric, MetricBoundaries, MetricLabel, Option, Schema } from "effect"
 import type { ParseResult } from "effect"
 import { Operations, Resources, Validation, Values } from "@crm-relay/contract"
 import type { BridgeError } from "./BridgeError.js"
@@ -102,6 +102,26 @@ const validator = <A, I>(schema: Schema.Schema<A, I>, operation: Operations.Oper
   return (request: unknown): Either.Either<A, Permanent> => Either.mapLeft(decode(request), refuse)
 }
 
+/** Bridge exchanges (each attempt) by operation, transport and outcome (metric). */
+export const exchanges = Metric.counter("crm_relay_bridge_exchanges_total", {
+  description: "Bridge exchanges (each attempt) by operation, transport and outcome (ok, conflict, transient, auth, permanent, interrupted).",
+  incremental: true
+})
+/** Bridge exchange latency, by operation, transport and outcome (metric). */
+export const exchangeSeconds = Metric.histogram(
+  "crm_relay_bridge_exchange_duration_seconds",
+  MetricBoundaries.fromIterable([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
+  "Bridge exchange latency in seconds (each attempt, receipt check included), by operation, transport and outcome."
+)
+
+const outcomeOf = (exit: Exit.Exit<unknown, BridgeError>): string =>
+  Exit.isSuccess(exit)
+    ? "ok"
+    : Option.match(Cause.failureOption(exit.cause), {
+      onNone: () => (Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"),
+      onSome: (error) => error._tag.toLowerCase()
+    })
+
 const validateCapabilities = validator(Operations.CapabilitiesRequest, "capabilities")
 const validateSearch = validator(Operations.ContactsSearchRequest, "contacts.search")
 const validateUpsert = validator(Operations.ContactsUpsertRequest, "contacts.upsert")
@@ -116,6 +136,25 @@ export const make = (options: { readonly tenantId: string }) =>
     const credentials = yield* Credentials
     const tenantId = options.tenantId
     const common = { tenant_id: tenantId, contract_version: Values.CONTRACT_VERSION }
+    const clock = yield* Effect.clock
+
+    // Counts and times one attempt (outside any retry, so each attempt is one sample).
+    const observed = <A>(operation: Operations.OperationName, attempt: Effect.Effect<A, BridgeError>) =>
+      Effect.suspend(() => {
+        const started = clock.unsafeCurrentTimeNanos()
+        return Effect.onExit(attempt, (exit) => {
+          const labels = [
+            MetricLabel.make("operation", operation),
+            MetricLabel.make("transport", transport.kind),
+            MetricLabel.make("outcome", outcomeOf(exit))
+          ]
+          const seconds = Number(clock.unsafeCurrentTimeNanos() - started) / 1e9
+          return Effect.zipRight(
+            Metric.update(Metric.taggedWithLabels(exchanges, labels), 1),
+            Metric.update(Metric.taggedWithLabels(exchangeSeconds, labels), seconds)
+          )
+        })
+      })
 
     // The credential's 401 policy around the transport.
     const exchange = (
@@ -132,7 +171,10 @@ export const make = (options: { readonly tenantId: string }) =>
       idempotencyKey: Values.IdempotencyKey | undefined,
       receipt: (answer: unknown, status: number | null) => Either.Either<A, Permanent>
     ): Effect.Effect<A, BridgeError> => {
-      const once = Effect.flatMap(exchange(operation, request, idempotencyKey), (answer) => receipt(answer.receipt, answer.status))
+      const once = observed(
+        operation,
+        Effect.flatMap(exchange(operation, request, idempotencyKey), (answer) => receipt(answer.receipt, answer.status))
+      )
       const policy = options?.policy ?? "single"
       const bounded = policy === "in-call"
         ? withinInCallBudget(operation)(once)

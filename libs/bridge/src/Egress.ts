@@ -15,7 +15,7 @@
  * `responseBody: "discard"`: it is answered with the response head, and the
  * body, whatever its size or encoding, is drained unread up to 1 MiB.
  */
-import { Context, Duration, Effect, Either, Layer } from "effect"
+import { Context, Duration, Effect, Either, Layer, Metric } from "effect"
 import type { ConfigError } from "effect"
 import * as tls from "node:tls"
 import { Agent } from "undici"
@@ -115,6 +115,12 @@ const closeAgent = (agent: Agent) =>
     Effect.ignore
   )
 
+/** Outbound requests egress refused before connecting, by reason (metric). */
+export const refusals = Metric.counter("crm_relay_egress_refusals_total", {
+  description: "Outbound requests refused by the egress policy before any connection, by reason.",
+  incremental: true
+})
+
 const make = Effect.fnUntraced(function*(settings: Settings) {
   const resolver = yield* DnsResolver
   const clock = yield* Effect.clock
@@ -147,11 +153,12 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     closeAgent
   )
 
-  // A refusal is a security event worth a warning; other failures are the caller's to log.
+  // A refusal is a security event worth a warning (and a count); other failures are the caller's to log.
   const warnRefusal = (request: EgressRequest) => (error: EgressError) =>
     error._tag === "EgressRefused"
       ? Effect.logWarning(error.message).pipe(
-        Effect.annotateLogs({ purpose: request.options?.purpose ?? "unspecified", reason: error.reason })
+        Effect.annotateLogs({ purpose: request.options?.purpose ?? "unspecified", reason: error.reason }),
+        Effect.zipRight(Metric.update(Metric.tagged(refusals, "reason", error.reason), 1))
       )
       : Effect.void
 

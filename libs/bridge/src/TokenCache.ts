@@ -4,7 +4,7 @@
  * credentials, kept only as long as `OAuth.tokenCacheSeconds` allows, and
  * fetched once per key at a time. Losing it is harmless: a fresh grant follows.
  */
-import { Clock, Effect, Redacted } from "effect"
+import { Clock, Effect, Metric, Redacted } from "effect"
 import type { BridgeError } from "./BridgeError.js"
 
 /** A granted token and how many seconds it may be cached (0: not at all). */
@@ -12,6 +12,14 @@ export interface Grant {
   readonly token: Redacted.Redacted<string>
   readonly cacheSeconds: number
 }
+
+/** OAuth token cache lookups by result: `hit` (a valid cached token) or `miss` (a grant was asked for) (metric). */
+export const lookups = Metric.counter("crm_relay_oauth_token_cache_lookups_total", {
+  description: "OAuth access-token cache lookups by result: hit (a cached token was used) or miss (a new grant was requested).",
+  incremental: true
+})
+const hit = Metric.tagged(lookups, "result", "hit")
+const miss = Metric.tagged(lookups, "result", "miss")
 
 interface Slot {
   readonly lock: Effect.Semaphore
@@ -46,7 +54,9 @@ export class TokenCache extends Effect.Service<TokenCache>()("@crm-relay/bridge/
         return slot.lock.withPermits(1)(
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
             const cached = valid(slot, now)
-            return cached !== undefined ? Effect.succeed(cached) : grantInto(slot, grant, now)
+            return cached !== undefined
+              ? Effect.as(Metric.increment(hit), cached)
+              : Effect.zipRight(Metric.increment(miss), grantInto(slot, grant, now))
           })
         )
       },
@@ -63,9 +73,9 @@ export class TokenCache extends Effect.Service<TokenCache>()("@crm-relay/bridge/
         return slot.lock.withPermits(1)(
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
             const cached = valid(slot, now)
-            if (cached !== undefined && Redacted.value(cached) !== Redacted.value(rejected)) return Effect.succeed(cached)
+            if (cached !== undefined && Redacted.value(cached) !== Redacted.value(rejected)) return Effect.as(Metric.increment(hit), cached)
             slot.entry = undefined
-            return grantInto(slot, grant, now)
+            return Effect.zipRight(Metric.increment(miss), grantInto(slot, grant, now))
           })
         )
       },

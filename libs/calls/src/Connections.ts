@@ -29,6 +29,7 @@ import {
 import { Operations } from "@crm-relay/contract"
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Vault } from "@crm-relay/store"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
@@ -324,6 +325,7 @@ export class Connections extends Effect.Service<Connections>()("@crm-relay/calls
             version: stored
           })
         )
+        yield* Audit.record("connection.set", { account_id: accountId, tenant_id: tenantId, transport: settings.transport, version: stored })
         return capabilities
       }),
 

@@ -10,6 +10,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Audit from "@crm-relay/store/Audit"
 import { Effect, Option, Schema } from "effect"
 import type { CallOutcome } from "./Outcomes/CallOutcome.js"
 import { Classification, DEFAULT_PUSH_CLASSIFICATIONS } from "./Outcomes/CallOutcome.js"
@@ -113,7 +114,7 @@ export class Routing extends Effect.Service<Routing>()("@crm-relay/calls/Routing
       get,
       /** Changes the rules of `accountId` (the account must exist); fields left out are kept. */
       set: Effect.fn("Routing.set")(function*(accountId: string, patch: RoutingRulesPatch) {
-        return yield* sql.withTransaction(
+        const rules = yield* sql.withTransaction(
           Effect.gen(function*() {
             const current = yield* get(accountId)
             const classifications = [...new Set(patch.classifications ?? current.classifications)]
@@ -124,6 +125,8 @@ export class Routing extends Effect.Service<Routing>()("@crm-relay/calls/Routing
             })
           })
         ).pipe(Effect.orDie)
+        yield* Audit.record("routing.set", { account_id: accountId })
+        return rules
       })
     }
   })

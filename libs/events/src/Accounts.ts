@@ -6,6 +6,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { EventApi } from "@crm-relay/contract"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Schema } from "effect"
 
@@ -48,7 +49,9 @@ export class Accounts extends Effect.Service<Accounts>()("@crm-relay/events/Acco
     return {
       /** Creates an account. */
       create: Effect.fn("Accounts.create")(function*(input: { readonly name: string; readonly mode: AccountMode }) {
-        return yield* Effect.orDie(insert(input))
+        const account = yield* Effect.orDie(insert(input))
+        yield* Audit.record("account.created", { account_id: account.id, mode: account.mode })
+        return account
       }),
       /** The account with `id`, if any (any string; a non-UUID finds nothing). */
       find: Effect.fn("Accounts.find")(function*(id: string) {

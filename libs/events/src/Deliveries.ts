@@ -13,6 +13,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { JobQueue } from "@crm-relay/store"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Data, Effect, Option, Schema } from "effect"
 import { DEFAULT_PAGE, MAX_PAGE } from "./DeliveryPages.js"
@@ -39,6 +40,7 @@ export const table = JobQueue.table({
   completedStatus: "delivered",
   channel: DELIVERIES_CHANNEL,
   row: DeliveryJob,
+  traced: true,
   select: `account_id, target_url, payload::text AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed`
 })
@@ -184,7 +186,9 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
        */
       replay: Effect.fn("Deliveries.replay")(function*(id: string) {
         if (!isUuid(id)) return "not_found" as const
-        return yield* queue.replay(id)
+        const outcome = yield* queue.replay(id)
+        if (outcome === "queued") yield* Audit.record("delivery.replayed", { delivery_id: id })
+        return outcome
       })
     }
   })

@@ -5,10 +5,12 @@
  */
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { EventApi, Events } from "@crm-relay/contract"
-import { Effect, Layer, Option, Redacted } from "effect"
+import * as Audit from "@crm-relay/store/Audit"
+import { Effect, Layer, Metric, Option, Redacted } from "effect"
 import * as ErrorResponses from "./ErrorResponses.js"
 import { IntegrationKeys } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
+import { refusals } from "./RateLimiter.js"
 import { Subscriptions } from "./Subscriptions.js"
 
 /**
@@ -71,7 +73,9 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
             const authorized = yield* keys.authorize(bearerToken(request.headers["authorization"]))
             if (Option.isNone(authorized)) return yield* new Events.Unauthorized({ error: messages.unauthorized })
             const { decision, key } = authorized.value
+            yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
             if (!decision.allowed) {
+              yield* Metric.increment(refusals)
               return yield* new Events.RateLimited({
                 error: messages.rateLimited,
                 retryAfterSeconds: decision.retryAfterSeconds

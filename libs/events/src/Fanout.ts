@@ -16,6 +16,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Events } from "@crm-relay/contract"
 import { Notifier } from "@crm-relay/store"
+import * as TraceContext from "@crm-relay/store/TraceContext"
 import { Clock, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Subscriptions } from "./Subscriptions.js"
@@ -84,6 +85,8 @@ export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout",
         const matching = yield* subscriptions.matching(input.accountId, kind)
         if (matching.length === 0) return [] as ReadonlyArray<string>
         const createdAt = new Date(yield* Clock.currentTimeMillis)
+        // Each delivery's attempts continue the trace that announced the event.
+        const traceparent = yield* TraceContext.current
         const contactId = input.contact.external_id
         const appointmentId = Option.match(input.appointment, {
           onNone: () => null,
@@ -103,7 +106,8 @@ export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout",
             target_url: subscription.targetUrl,
             payload: JSON.stringify(encode(payload(input, id, createdAt))),
             created_at: createdAt,
-            next_attempt_at: createdAt
+            next_attempt_at: createdAt,
+            traceparent
           }
         })
         yield* sql`INSERT INTO deliveries ${sql.insert(rows)}`.pipe(Effect.orDie)

@@ -11,6 +11,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
@@ -130,6 +131,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
         const secret = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`
         const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret) }))
         if (Option.isNone(row)) return yield* new AccountNotFound({ accountId })
+        yield* Audit.record("key.created", { account_id: accountId, key_id: row.value.id })
         return { id: row.value.id, key: Redacted.make(secret) } satisfies CreatedKey
       }),
 
@@ -137,6 +139,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       disable: Effect.fn("IntegrationKeys.disable")(function*(keyId: string) {
         const row = isUuid(keyId) ? yield* Effect.orDie(disableById(keyId)) : Option.none()
         if (Option.isNone(row)) return yield* new KeyNotFound({ keyId })
+        yield* Audit.record("key.disabled", { key_id: keyId })
       }),
 
       /** The active key matching `token`, if any. */

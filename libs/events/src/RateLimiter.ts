@@ -7,7 +7,13 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Metric } from "effect"
+
+/** Requests refused with 429 by the per-key limit (metric). */
+export const refusals = Metric.counter("crm_relay_rate_limit_refusals_total", {
+  description: "Event API requests refused with 429 by the per-key rate limit.",
+  incremental: true
+})
 
 /** How many requests a subject may make per window. */
 export interface RateLimitPolicy {

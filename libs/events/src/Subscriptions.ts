@@ -6,6 +6,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Events } from "@crm-relay/contract"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
@@ -74,6 +75,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
         readonly event: string
       }) {
         const row = yield* Effect.orDie(insert(input))
+        yield* Audit.record("subscription.created", { account_id: input.accountId, subscription_id: row.id, event: input.event })
         return row.id
       }),
 
@@ -83,7 +85,9 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
        */
       remove: Effect.fn("Subscriptions.remove")(function*(accountId: AccountId, id: string) {
         if (!isUuid(id)) return false
-        return Option.isSome(yield* Effect.orDie(markRemoved({ accountId, id })))
+        const removed = Option.isSome(yield* Effect.orDie(markRemoved({ accountId, id })))
+        if (removed) yield* Audit.record("subscription.removed", { account_id: accountId, subscription_id: id })
+        return removed
       }),
 
       /**

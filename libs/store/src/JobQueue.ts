@@ -57,16 +57,20 @@ import {
   Duration,
   Effect,
   FiberMap,
+  Metric,
+  MetricBoundaries,
   Option,
   type ParseResult,
   Queue,
   Schema,
-  Stream
+  Stream,
+  type Tracer
 } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
 import { DatabaseInfo } from "./Database.js"
 import { Notifier } from "./Notifier.js"
+import * as TraceContext from "./TraceContext.js"
 
 /** A queue table: its name, its completed status, and what a claim returns besides id and attempts. */
 export interface JobTable<A> {
@@ -79,6 +83,8 @@ export interface JobTable<A> {
   readonly select: string
   /** Decodes the selected columns of one claimed row. */
   readonly decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  /** The table has a `traceparent` column: a job runs in the trace that queued it. */
+  readonly traced: boolean
 }
 
 /** Declares a queue table; `row` names (and decodes) the columns a claim returns with each job. */
@@ -95,6 +101,8 @@ export const table = <A, I>(options: {
    * `"account_id, payload::text AS body"`); developer-written SQL, never input.
    */
   readonly select?: string
+  /** The table has a `traceparent` column (TraceContext) the runner continues. Default false. */
+  readonly traced?: boolean
 }): JobTable<A> => {
   const names = Object.keys(options.row.fields)
   return {
@@ -102,7 +110,8 @@ export const table = <A, I>(options: {
     completedStatus: options.completedStatus ?? "done",
     channel: options.channel ?? `jobs:${options.table}`,
     select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
-    decode: Schema.decodeUnknown(options.row)
+    decode: Schema.decodeUnknown(options.row),
+    traced: options.traced ?? false
   }
 }
 
@@ -112,6 +121,8 @@ export interface Job<A> {
   /** Which attempt of the current run this is (1 for the first). */
   readonly attempt: number
   readonly data: A
+  /** The stored trace context of a traced table's row, if any. */
+  readonly traceparent?: string | undefined
 }
 
 /** What else to write with a job's state change, in the same SQL statement. */
@@ -192,7 +203,7 @@ export const make = <A>(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const t = sql(jobs.table)
-    const select = sql.literal(jobs.select)
+    const select = sql.literal(jobs.traced ? `${jobs.select}, traceparent` : jobs.select)
     const done = jobs.completedStatus
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
     const after = (delay: Duration.DurationInput) =>
@@ -202,7 +213,12 @@ export const make = <A>(
     const decodeOrBury = (row: Record<string, unknown>) =>
       jobs.decode(row).pipe(
         Effect.map((data): Option.Option<Job<A>> =>
-          Option.some({ id: String(row["id"]), attempt: Number(row["attempts"]), data })
+          Option.some({
+            id: String(row["id"]),
+            attempt: Number(row["attempts"]),
+            data,
+            traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined
+          })
         ),
         Effect.catchAll((error) =>
           Effect.gen(function*() {
@@ -285,6 +301,35 @@ export const make = <A>(
     )
 
     return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, release, nextDue }
+  })
+
+/** How much work waits in a queue table (see `depth`). */
+export interface Depth {
+  /** Pending rows (due, running or scheduled for later). */
+  readonly pending: number
+  /** Pending rows that are due now and held by no live lease. */
+  readonly due: number
+  /** Seconds since the oldest due row became due; 0 when none is. */
+  readonly oldestDueSeconds: number
+}
+
+/** The depth of the queue table `table` now: one statement over its pending rows (the due index's rows). */
+export const depth = (table: string): Effect.Effect<Depth, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const at = new Date(yield* Clock.currentTimeMillis)
+    const rows = yield* sql<{ pending: number | string; due: number | string; oldest: Date | string | null }>`
+      SELECT count(*) AS pending,
+        count(*) FILTER (WHERE next_attempt_at <= ${at} AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})) AS due,
+        min(next_attempt_at) FILTER (WHERE next_attempt_at <= ${at} AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})) AS oldest
+      FROM ${sql(table)} WHERE status = 'pending'`.pipe(Effect.orDie)
+    const row = rows[0]
+    const oldest = row?.oldest === null || row?.oldest === undefined ? undefined : new Date(row.oldest)
+    return {
+      pending: Number(row?.pending ?? 0),
+      due: Number(row?.due ?? 0),
+      oldestDueSeconds: oldest === undefined ? 0 : Math.max(0, (at.getTime() - oldest.getTime()) / 1000)
+    }
   })
 
 /** What else a replay writes in the row it queues again. */
@@ -388,6 +433,20 @@ export const releaseOtherProcesses = <A>(jobs: JobTable<A>): Effect.Effect<numbe
     return rows.length
   })
 
+/** Jobs run, by queue (table) and result: completed, retried, dead_lettered (metric). */
+export const jobsRun = Metric.counter("crm_relay_jobs_total", {
+  description: "Job runs (one per attempt) by queue table (crm_push_jobs, deliveries) and result: completed, retried or dead_lettered.",
+  incremental: true
+})
+/** Time a job's attempt took, handler and result stored, by queue (metric). */
+export const jobSeconds = Metric.histogram(
+  "crm_relay_job_duration_seconds",
+  MetricBoundaries.fromIterable([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]),
+  "Duration of one job attempt in seconds (handler and result stored), by queue table and result."
+)
+
+const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered" } as const
+
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(30_000 * 2 ** Math.max(0, Math.min(attempt - 1, 20)), 3_600_000))
@@ -451,20 +510,53 @@ export const run = <A, R>(
       )
     }
 
+    const counted = {
+      Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
+      Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
+      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
+    }
+    const timed = {
+      Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
+      Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
+      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
+    }
+    const clock = yield* Effect.clock
+    const observe = (result: JobResult, started: bigint) =>
+      Effect.zipRight(
+        Metric.increment(counted[result._tag]),
+        Metric.update(timed[result._tag], Number(clock.unsafeCurrentTimeNanos() - started) / 1e9)
+      )
+
+    // One span per attempt, in the trace that queued the job when the table stores it.
+    const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
+      const parent = jobs.traced ? TraceContext.parse(job.traceparent) : Option.none()
+      return {
+        kind: "consumer",
+        captureStackTrace: false,
+        attributes: { "job.queue": jobs.table, "job.id": job.id, "job.attempt": job.attempt },
+        ...(Option.isSome(parent) ? { parent: parent.value } : { root: true })
+      }
+    }
+
     const runJob = (job: Job<A>) =>
-      Effect.suspend(() => handler(job)).pipe(
-        Effect.catchAllCause((cause) =>
-          Cause.isInterruptedOnly(cause)
-            ? Effect.failCause(cause)
-            : Effect.as(
-              Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
-              JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
-            )
-        ),
-        // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
-        Effect.flatMap((result) =>
-          Effect.zipRight(Effect.sync(() => finishing.add(job.id)), finish(job, result))
-        ),
+      Effect.suspend(() => {
+        const started = clock.unsafeCurrentTimeNanos()
+        return Effect.suspend(() => handler(job)).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause)
+              ? Effect.failCause(cause)
+              : Effect.as(
+                Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
+                JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
+              )
+          ),
+          // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
+          Effect.flatMap((result) =>
+            Effect.zipRight(Effect.sync(() => finishing.add(job.id)), Effect.zipRight(finish(job, result), observe(result, started)))
+          ),
+          Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
+        )
+      }).pipe(
         Effect.ensuring(Effect.zipRight(Effect.sync(() => finishing.delete(job.id)), wakeUp.offer(void 0))),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)

@@ -23,6 +23,7 @@
  * so one re-sealing pass catches every secret.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Audit from "./Audit.js"
 import { Context, Data, Effect, Either, Layer, Option, Redacted } from "effect"
 import { createCipheriv, createDecipheriv, createHmac, randomBytes, randomUUID } from "node:crypto"
 
@@ -417,6 +418,7 @@ export const make = (keys: MasterKeys) =>
         yield* Effect.logInfo("Vault rotation finished").pipe(
           Effect.annotateLogs({ key_id: keyId, resealed, deleted_keys: report.deletedKeys.length })
         )
+        yield* Audit.record("master_key.rotated", { key_id: keyId, resealed })
         return report
       }).pipe(Effect.withSpan("Vault.rotate"))
 

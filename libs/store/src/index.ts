@@ -2,6 +2,7 @@
  * @crm-relay/store — the database: SqlClient Layers (real PostgreSQL, or
  * embedded PGlite), migrations, LISTEN/NOTIFY, and test databases.
  */
+export * as Audit from "./Audit.js"
 export * as DataDirLock from "./DataDirLock.js"
 export * as Database from "./Database.js"
 export * as Ids from "./Ids.js"
@@ -11,4 +12,5 @@ export * as Migrations from "./Migrations.js"
 export * as Notifier from "./Notifier.js"
 export * as PgliteClient from "./PgliteClient.js"
 export * as TestDatabase from "./TestDatabase.js"
+export * as TraceContext from "./TraceContext.js"
 export * as Vault from "./Vault.js"

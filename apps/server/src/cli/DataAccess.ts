@@ -9,6 +9,7 @@
  */
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Database, DataDirLock } from "@crm-relay/store"
+import * as Audit from "@crm-relay/store/Audit"
 import { type Context, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { AdminError, databaseFailure } from "../AdminError.js"
 import * as AdminToken from "../AdminToken.js"
@@ -121,7 +122,9 @@ export const withOperations = <I, S>(tag: Context.Tag<I, S>, layer: (settings: S
 <A, E>(f: (operations: S) => Effect.Effect<A, E>) =>
   Effect.gen(function*() {
     const settings = yield* Settings.CliSettings
+    // Changes made directly on the database are audited as the CLI's (through a server, as its admin token's).
     return yield* Effect.flatMap(tag, f).pipe(
+      Audit.actingAs({ actor: "cli", accountId: undefined }),
       Effect.provide(layer(settings)),
       Effect.provide(Logging.layer(settings.logLevel, "stderr"))
     )

@@ -11,6 +11,7 @@ import { ErrorResponses } from "@crm-relay/events"
 import { type Context, Effect, Layer } from "effect"
 import * as Http from "node:http"
 import * as HttpConnections from "./HttpConnections.js"
+import { accessLog } from "./accessLog.js"
 
 /** Where an API listens. */
 export interface Address {
@@ -27,14 +28,18 @@ const urlHost = (hostname: string): string => {
 }
 
 /** Serves `api` on `host:port` and provides its address under `tag`. */
-export const serveApi = <I, RApi, EApi>(options: {
+export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(options: {
   readonly api: Layer.Layer<HttpApi.Api, EApi, RApi>
+  /** The API's name in access lines and metrics (`public`, `internal`), and who its requests act as until authenticated. */
+  readonly observe: { readonly api: string; readonly actor: string }
+  /** Routes beside the API's on its router (e.g. GET /metrics). */
+  readonly routes?: Layer.Layer<never, ERoutes, RRoutes>
   readonly host: string | undefined
   readonly port: number
   readonly messages: ErrorResponses.Messages
   readonly tag: Context.Tag<I, Address>
   readonly graceMillis?: number
-}): Layer.Layer<I, EApi | import("@effect/platform/HttpServerError").ServeError, RApi> =>
+}): Layer.Layer<I, EApi | ERoutes | import("@effect/platform/HttpServerError").ServeError, RApi | RRoutes> =>
   Layer.unwrapEffect(
     Effect.sync(() => {
       const server = Http.createServer(HttpConnections.serverOptions)
@@ -66,9 +71,10 @@ export const serveApi = <I, RApi, EApi>(options: {
         })
       )
 
-      const serve = HttpApiBuilder.serve(inOrder).pipe(
+      const serve = HttpApiBuilder.serve((app) => accessLog(options.observe.api, options.observe.actor)(inOrder(app))).pipe(
         // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
         Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
+        Layer.provide(options.routes ?? Layer.empty),
         Layer.provide(options.api),
         Layer.provide(ErrorResponses.layer(options.messages))
       )

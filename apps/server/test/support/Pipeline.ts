@@ -13,6 +13,7 @@ import * as Https from "node:https"
 import type { AddressInfo } from "node:net"
 import * as Server from "../../src/Server.js"
 import type { Role } from "../../src/Settings.js"
+import * as Tracing from "../../src/Tracing.js"
 import { BRIDGE_HOST, bridgeSide, RECEIVER_HOST } from "./LoopbackEgress.js"
 import { adminRequest, type Answer, layerServer } from "./TestServer.js"
 
@@ -101,15 +102,19 @@ export class Pipeline extends Context.Tag("test/Pipeline")<Pipeline, {
   readonly public: string
 }>() {}
 
-/** A crm-relay server of `role` over the database of the context, trusting `ca`, with a short retry schedule (errors logged only). */
-export const serverLayer = (role: Role, ca: string, retries = 5) =>
+/**
+ * A crm-relay server of `role` over the database of the context, trusting `ca`, with a short retry schedule
+ * (errors logged only); `tracing` exports its spans.
+ */
+export const serverLayer = (role: Role, ca: string, retries = 5, tracing?: Tracing.Options) =>
   layerServer({ role, bridge: bridgeSide([ca]) }).pipe(
     Layer.provide(shortRetry(retries)),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error)),
+    Layer.provide(tracing === undefined ? Layer.empty : Tracing.layer(tracing))
   )
 
 /** The whole pipeline over a fresh test database: one server of `role` (all), the retry schedule `retries` long. */
-export const layer = (options: { readonly retries?: number; readonly role?: Role } = {}) =>
+export const layer = (options: { readonly retries?: number; readonly role?: Role; readonly tracing?: Tracing.Options } = {}) =>
   Layer.scoped(
     Pipeline,
     Effect.gen(function*() {
@@ -127,7 +132,7 @@ export const layer = (options: { readonly retries?: number; readonly role?: Role
         tenants: [{ tenantId: TENANTS.leadOnly.tenantId, apiKey: TENANTS.leadOnly.apiKey }]
       }).pipe(Effect.orDie)
       const hooks = yield* receiver(tls)
-      const server = yield* Layer.build(serverLayer(options.role ?? "all", tls.ca, options.retries)).pipe(Effect.orDie)
+      const server = yield* Layer.build(serverLayer(options.role ?? "all", tls.ca, options.retries, options.tracing)).pipe(Effect.orDie)
       const listening = Context.get(server, Server.Listening)
       return {
         bridge,

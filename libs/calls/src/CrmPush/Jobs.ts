@@ -11,6 +11,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as JobQueue from "@crm-relay/store/JobQueue"
+import * as TraceContext from "@crm-relay/store/TraceContext"
+import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
 import { CrmPushReceipts, type StoredStep } from "./Receipts.js"
@@ -25,7 +27,7 @@ export const PushJobRow = Schema.Struct({
 export type PushJobRow = typeof PushJobRow.Type
 
 /** The queue table of push jobs. */
-export const jobTable = JobQueue.table({ table: "crm_push_jobs", completedStatus: "succeeded", row: PushJobRow })
+export const jobTable = JobQueue.table({ table: "crm_push_jobs", completedStatus: "succeeded", row: PushJobRow, traced: true })
 
 /** Job status as stored. */
 export const PushStatus = Schema.Literal("pending", "succeeded", "failed")
@@ -77,11 +79,16 @@ export class CrmPushJobs extends Effect.Service<CrmPushJobs>()("@crm-relay/calls
       updated_at = now()`
     const select = sql.literal(columns)
     const insert = SqlSchema.single({
-      Request: Schema.Struct({ callId: Schema.String, accountId: Schema.String, tenantId: Schema.String }),
+      Request: Schema.Struct({
+        callId: Schema.String,
+        accountId: Schema.String,
+        tenantId: Schema.String,
+        traceparent: Schema.NullOr(Schema.String)
+      }),
       Result: Schema.Struct({ id: Schema.String }),
       execute: (r) =>
-        sql`INSERT INTO crm_push_jobs (call_id, account_id, tenant_id)
-            VALUES (${r.callId}, ${r.accountId}, ${r.tenantId}) RETURNING id`
+        sql`INSERT INTO crm_push_jobs (call_id, account_id, tenant_id, traceparent)
+            VALUES (${r.callId}, ${r.accountId}, ${r.tenantId}, ${r.traceparent}) RETURNING id`
     })
     const byId = SqlSchema.findOne({
       Request: Schema.String,
@@ -117,7 +124,8 @@ export class CrmPushJobs extends Effect.Service<CrmPushJobs>()("@crm-relay/calls
         readonly accountId: string
         readonly tenantId: string
       }) {
-        const row = yield* Effect.orDie(insert(input))
+        // The worker continues this request's trace.
+        const row = yield* Effect.orDie(insert({ ...input, traceparent: yield* TraceContext.current }))
         yield* queue.wake
         return row.id
       }),
@@ -156,7 +164,9 @@ export class CrmPushJobs extends Effect.Service<CrmPushJobs>()("@crm-relay/calls
        */
       replay: Effect.fn("CrmPushJobs.replay")(function*(id: string) {
         if (!isUuid(id)) return "not_found" as ReplayOutcome
-        return yield* queue.replay(id, { assignments: replayed })
+        const outcome = yield* queue.replay(id, { assignments: replayed })
+        if (outcome === "queued") yield* Audit.record("push.replayed", { push_id: id })
+        return outcome
       })
     }
   }),
