@@ -286,7 +286,9 @@ const literalPath = (request: HttpServerRequest.HttpServerRequest): HttpServerRe
  * so a chunked body over the cap was never answered. Every body reader of the request uses it.
  */
 const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
-  const text = Effect.runSync(Effect.cached(
+  // Built on first use: most requests (GET, DELETE) never read a body.
+  let text: Effect.Effect<string, HttpServerError.RequestError> | undefined
+  const read = () => Effect.runSync(Effect.cached(
     Stream.runFold(request.stream, { chunks: [] as Array<Uint8Array>, bytes: 0 }, (read, chunk) => {
       read.bytes += chunk.length
       if (read.bytes <= MAX_BODY_BYTES) read.chunks.push(chunk)
@@ -300,7 +302,7 @@ const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerR
     )
   ))
   // The platform's `json`, `urlParamsBody` and `unsafeText` read `this.text`: they see this one.
-  return Object.create(request, { text: { value: text } }) as HttpServerRequest.HttpServerRequest
+  return Object.create(request, { text: { get: () => (text ??= read()) } }) as HttpServerRequest.HttpServerRequest
 }
 
 /**

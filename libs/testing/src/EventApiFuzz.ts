@@ -22,6 +22,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const MAX_BODY_BYTES = 64 * 1024
 const MAX_DEPTH = 32
 const MAX_EVENT_BYTES = 1024
+/** How long a connection may stay silent before it counts as hung: generous, for a loaded machine. */
+const HANG = 120_000
 
 /** A seeded generator (mulberry32): numbers in [0, 1). */
 export const random = (seed: number) => {
@@ -399,7 +401,7 @@ const runCase = async (port: number, c: Case, counts: Record<string, number>): P
   const problems: Array<string> = []
   switch (c._tag) {
     case "Malformed": {
-      const exchanged = await RawHttp.exchange(port, c.bytes, { expect: 1, timeoutMillis: 30_000 })
+      const exchanged = await RawHttp.exchange(port, c.bytes, { expect: 1, timeoutMillis: HANG })
       if (exchanged.timedOut) return [`malformed ${c.name}: neither answered nor closed`]
       const answer = exchanged.answers[0]
       if (answer === undefined) {
@@ -417,7 +419,7 @@ const runCase = async (port: number, c: Case, counts: Record<string, number>): P
       const expect = closes >= 0 ? closes + 1 : c.requests.length + (c.malformed === undefined ? 0 : 1)
       const exchanged = await RawHttp.exchange(port, Buffer.concat(parts), {
         expect,
-        timeoutMillis: 30_000,
+        timeoutMillis: HANG,
         noBody: c.requests.map((q) => q.head)
       })
       if (exchanged.timedOut) problems.push(`batch of ${c.requests.length}: timed out after ${exchanged.answers.length} answers: ${c.requests.map((q) => q.describe).join(" | ")}`)
@@ -440,13 +442,13 @@ const runCase = async (port: number, c: Case, counts: Record<string, number>): P
       return problems
     }
     case "Lifecycle": {
-      const created = await RawHttp.exchange(port, format("POST", "/subscribe", c.key, JSON.stringify({ targetUrl: "https://hooks.example.com/l" })), { expect: 1 })
+      const created = await RawHttp.exchange(port, format("POST", "/subscribe", c.key, JSON.stringify({ targetUrl: "https://hooks.example.com/l" })), { expect: 1, timeoutMillis: HANG })
       const first = created.answers[0]
       problems.push(...checkAnswer(first, "lifecycle POST", { statuses: [201] }, false, false))
       if (first?.status !== 201) return problems
       count(201)
       const id = (JSON.parse(first.body) as { id: string }).id
-      const removed = await RawHttp.exchange(port, Buffer.concat([format("DELETE", `/subscribe/${id}`, c.key), format("DELETE", `/subscribe/${id}`, c.key), format("GET", "/perform-list", c.key)]), { expect: 3 })
+      const removed = await RawHttp.exchange(port, Buffer.concat([format("DELETE", `/subscribe/${id}`, c.key), format("DELETE", `/subscribe/${id}`, c.key), format("GET", "/perform-list", c.key)]), { expect: 3, timeoutMillis: HANG })
       const expected = [[204], [404], [200]] as const
       removed.answers.forEach((a) => count(a.status))
       expected.forEach((statuses, i) => problems.push(...checkAnswer(removed.answers[i], `lifecycle pipelined #${i + 1}`, { statuses }, false, i === 2)))
@@ -454,7 +456,7 @@ const runCase = async (port: number, c: Case, counts: Record<string, number>): P
     }
     case "Burst": {
       const all = Buffer.concat(Array.from({ length: 61 }, () => format("GET", "/perform-list", c.key)))
-      const exchanged = await RawHttp.exchange(port, all, { expect: 61 })
+      const exchanged = await RawHttp.exchange(port, all, { expect: 61, timeoutMillis: HANG })
       exchanged.answers.forEach((a) => count(a.status))
       for (let i = 0; i < 61; i++) {
         // On a real clock the 61 requests may straddle two minutes: then the 61st passes too.
@@ -490,11 +492,11 @@ export const run = async (options: {
 
 /** Whether the server still answers normally: subscribe, preview, unsubscribe with `key`. */
 export const stillServes = async (port: number, key: string): Promise<Array<string>> => {
-  const created = await RawHttp.exchange(port, format("POST", "/subscribe", key, JSON.stringify({ targetUrl: "https://hooks.example.com/after" })), { expect: 1 })
+  const created = await RawHttp.exchange(port, format("POST", "/subscribe", key, JSON.stringify({ targetUrl: "https://hooks.example.com/after" })), { expect: 1, timeoutMillis: HANG })
   const problems = checkAnswer(created.answers[0], "after: POST", { statuses: [201] }, false, false)
   if (problems.length > 0) return problems
   const id = (JSON.parse(created.answers[0]!.body) as { id: string }).id
-  const rest = await RawHttp.exchange(port, Buffer.concat([format("GET", "/perform-list", key), format("DELETE", `/subscribe/${id}`, key)]), { expect: 2 })
+  const rest = await RawHttp.exchange(port, Buffer.concat([format("GET", "/perform-list", key), format("DELETE", `/subscribe/${id}`, key)]), { expect: 2, timeoutMillis: HANG })
   return [
     ...checkAnswer(rest.answers[0], "after: GET", { statuses: [200] }, false, true),
     ...checkAnswer(rest.answers[1], "after: DELETE", { statuses: [204] }, false, false)
