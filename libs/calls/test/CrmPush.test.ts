@@ -295,8 +295,6 @@ describe("outcomes and the CRM push", () => {
   layer(PipelineWithPostCallRetry, { timeout: Duration.seconds(120) })((it) => {
     it.effect("A captured lead is never lost: a requested booking whose appointments.create answers 503 until the retry schedule (postCallRetry) ends is given up like a 409 — the lead carrying the request is written and the booking event says requested", () =>
       Effect.gen(function*() {
-        // The queue compares due times with the database's: start the TestClock at the real time.
-        yield* TestClock.setTime(Date.now())
         const bridge = yield* ReferenceBridge.ReferenceBridge
         const sql = yield* SqlClient.SqlClient
         const connections = yield* Connections
@@ -315,6 +313,8 @@ describe("outcomes and the CRM push", () => {
         }
         yield* bridge.control.setFault(Faults.status(503), { operation: "appointments.create", times: "always" })
         yield* (yield* Outcomes).accept(callId, outcomeFor(accountId, { classification: "booking", booking }))
+        // The job is due from the database's now(): start the TestClock just after the real time.
+        yield* TestClock.setTime(Date.now() + 1000)
         const lookup: CrmPushWorker.ConnectionLookup = (a, t) =>
           Effect.map(connections.find(a, t), Option.map((c) => ({ connection: c.connection, capabilities: Option.some(c.capabilities.operations) })))
         yield* Effect.forkScoped(CrmPushWorker.run(lookup, { pollInterval: Duration.hours(1) }))
@@ -353,6 +353,6 @@ describe("outcomes and the CRM push", () => {
         expect(deliveries.map((d) => [d.event, d.payload.appointment.status, d.payload.appointment.external_id])).toEqual([
           ["booking", "requested", ""]
         ])
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), 300_000)
   })
 })
