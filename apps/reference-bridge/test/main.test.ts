@@ -43,8 +43,8 @@ const exitOf = (child: ChildProcess) =>
  * Bounds against a hang, never a measure of speed: the child loads tsx and the bridge, which takes
  * seconds on a quiet machine and many times that on a loaded one.
  */
-const START_BOUND = Duration.minutes(3)
-const PROCESS_TEST_TIMEOUT = 900_000
+const START_BOUND = Duration.minutes(10)
+const PROCESS_TEST_TIMEOUT = 1_800_000
 
 /** The first match of `pattern` in the child's output, as soon as it is printed; fails if the child exits first. */
 const waitFor = (child: ChildProcess, output: { text: string }, pattern: RegExp) =>

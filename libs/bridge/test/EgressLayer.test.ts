@@ -104,7 +104,7 @@ describe("Egress Layer", () => {
             process.execPath,
             ["--import", "tsx", child, `https://localhost:${server.port}/capabilities`],
             // A bound against a hang: the child loads tsx, seconds on a quiet machine, many times that on a loaded one.
-            { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 300_000 },
+            { env: { PATH: process.env.PATH ?? "", ...env }, timeout: 600_000 },
             // The outcome is the last line; the start-up warning may come before it.
             (error, stdout) =>
               resume(error === null ? Effect.succeed(stdout.trim().split("\n").at(-1) ?? "") : Effect.fail(error))
@@ -113,5 +113,5 @@ describe("Egress Layer", () => {
       const outcome = JSON.parse(yield* run({ EGRESS_ALLOW_PRIVATE: "127.0.0.1/32,::1/128", NODE_EXTRA_CA_CERTS: caFile }))
       expect(outcome).toEqual({ ok: true, status: 200 })
       expect(server.requests).toHaveLength(1)
-    }).pipe(Effect.scoped), 900_000)
+    }).pipe(Effect.scoped), 1_800_000)
 })

@@ -246,6 +246,9 @@ export const layer: Layer.Layer<FakeBridge> = Layer.scoped(
       }, () => reply(res, { status: 500 }))
     })
 
+    // Idle keep-alive connections stay open until the client drops them: a server closing one just as the
+    // client reuses it (likely on a loaded machine) would fail an exchange that no test is about.
+    server.keepAliveTimeout = 0
     const port = yield* Effect.acquireRelease(
       Effect.async<number>((resume) => {
         server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as AddressInfo).port)))

@@ -73,6 +73,9 @@ export const make = (
         else setTimeout(reply, answer.delayMs)
       })
     })
+    // Idle keep-alive connections stay open until the client drops them: a server closing one just as the
+    // client reuses it (likely on a loaded machine) would fail an exchange that no test is about.
+    server.keepAliveTimeout = 0
     yield* Effect.acquireRelease(
       Effect.async<void>((resume) => {
         server.listen(0, host, () => resume(Effect.void))
