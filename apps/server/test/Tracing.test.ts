@@ -6,9 +6,10 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Duration, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
+import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import * as OtlpReceiver from "./support/OtlpReceiver.js"
 import { admin, eventually, layer as pipelineLayer, Pipeline, TENANTS } from "./support/Pipeline.js"
-import { request } from "./support/TestServer.js"
+import { ADMIN_TOKEN, request } from "./support/TestServer.js"
 
 class Receiver extends Context.Tag("test/OtlpReceiver")<Receiver, OtlpReceiver.OtlpReceiver>() {}
 
@@ -24,7 +25,7 @@ type Json = Record<string, any>
 
 describe("traces", () => {
   layer(TracedPipeline, { excludeTestServices: true, timeout: Duration.seconds(90) })((it) => {
-    it.effect("\"one call is one trace\": the outcome request, its push job, each bridge exchange and each delivery attempt share its trace id, as one tree", () =>
+    it.effect("\"one call is one trace\": the outcome request, its push job, each bridge exchange and each delivery attempt share its trace id, as one tree; the exchanges and jobs are counted", () =>
       Effect.gen(function*() {
         const p = yield* Pipeline
         const receiver = yield* Receiver
@@ -95,6 +96,19 @@ describe("traces", () => {
         expect(ancestors(delivery!)).toContain("Fanout.enqueue")
         expect(ancestors(delivery!)).toContain("JobQueue.run crm_push_jobs")
         expect(receiver.rejected()).toBe(0)
+
+        // The same call, counted: each exchange by operation, transport and outcome; the push job and the delivery by result.
+        const scraped = yield* request("GET", `${p.admin}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+        const families = new Map(parsePrometheusTextFormat(scraped.text).map((f) => [f.name, f]))
+        const value = (family: string, labels: Record<string, string>) =>
+          Number(families.get(family)?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0)
+        for (const operation of ["contacts.upsert", "leads.create"]) {
+          expect(value("crm_relay_bridge_exchanges_total", { operation, transport: "rest", outcome: "ok" })).toBeGreaterThanOrEqual(1)
+        }
+        expect(families.get("crm_relay_bridge_exchange_duration_seconds")?.type).toBe("HISTOGRAM")
+        expect(value("crm_relay_jobs_total", { queue: "crm_push_jobs", result: "completed" })).toBeGreaterThanOrEqual(1)
+        expect(value("crm_relay_jobs_total", { queue: "deliveries", result: "completed" })).toBeGreaterThanOrEqual(1)
+        expect(families.get("crm_relay_job_duration_seconds")?.type).toBe("HISTOGRAM")
       }))
   })
 })
