@@ -4,7 +4,9 @@
  * says — and its spans follow their parent. The spans of a trace that is not
  * recorded are light stand-ins: they keep a trace id and a span id (so log
  * lines still correlate) but never reach the real tracer, so a hot path pays
- * for no span attributes, events or export.
+ * for no events or export. A stand-in keeps the attributes written to it
+ * (a map made on the first write), so what reads them — the access log reads
+ * the router's `http.route` — sees the same as on a recorded span.
  */
 import { Effect, Layer, type Option, Tracer } from "effect"
 import { randomBytes } from "node:crypto"
@@ -20,13 +22,13 @@ const newTraceId = (): string => `${idPrefix}${nextId()}${nextId()}`
 const noAttributes: ReadonlyMap<string, unknown> = new Map()
 const noLinks: ReadonlyArray<Tracer.SpanLink> = []
 
-/** A span of a trace that is not recorded: ids only, every write ignored. */
+/** A span of a trace that is not recorded: ids and attributes only, events and links ignored. */
 class UnsampledSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = false
   readonly spanId = nextSpanId()
   readonly traceId: string
-  readonly attributes = noAttributes
+  private written: Map<string, unknown> | undefined = undefined
   readonly links = noLinks
   status: Tracer.SpanStatus
   constructor(
@@ -42,7 +44,13 @@ class UnsampledSpan implements Tracer.Span {
   end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
     if (this.status._tag === "Started") this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
   }
-  attribute(): void {}
+  get attributes(): ReadonlyMap<string, unknown> {
+    return this.written ?? noAttributes
+  }
+  attribute(key: string, value: unknown): void {
+    if (this.written === undefined) this.written = new Map()
+    this.written.set(key, value)
+  }
   event(): void {}
   addLinks(): void {}
 }
