@@ -78,6 +78,12 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       expect(report.undecryptable).toEqual([])
       // Rotation keeps every connection working.
       expect((yield* run(["connections", "test", ...base])).code).toBe(0)
+      // A failed check names its cause and the next step, once.
+      const refused = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", "https://127.0.0.1:1/crm", "--api-key", TENANT.apiKey])
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain("The bridge at 127.0.0.1:1 refused the connection (ECONNREFUSED)")
+      expect(refused.stderr).toContain("Check that the bridge is running and that the URL names its port. Nothing was stored.")
+      expect(refused.stderr).not.toContain("try again later")
 
       if (db.kind === "postgres") {
         // A generated key on one replica would not be shared: refused, saying what to do.
