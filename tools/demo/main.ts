@@ -251,8 +251,13 @@ const program = Effect.gen(function*() {
       const event = new Webhook(account.signingSecret).verify(delivery.body, delivery.headers) as Json
       yield* detail(`webhook-id ${delivery.headers["webhook-id"]}: signature verified with the account's signing secret`)
       yield* detail(`event ${String(event["event"])} for call ${String(event["call_id"])}, contact ${JSON.stringify(event["contact"])}`)
-      const listed = yield* expectStatus(yield* admin("GET", `/v1/accounts/${account.id}/deliveries`), 200, "GET /v1/accounts/{id}/deliveries")
-      yield* detail(`deliveries list: ${JSON.stringify(listed).slice(0, 200)}`)
+      const webhookId = delivery.headers["webhook-id"]
+      const stored = yield* waitFor(
+        "the delivery to be recorded as succeeded",
+        Effect.map(admin("GET", `/v1/accounts/${account.id}/deliveries`), (answer) =>
+          ((answer.json["deliveries"] as Array<Json> | undefined) ?? []).find((d) => d["id"] === webhookId && d["status"] === "succeeded"))
+      )
+      yield* detail(`GET /v1/accounts/{id}/deliveries: ${String(stored["id"])} ${String(stored["status"])} after ${String(stored["attempts"])} attempt(s)`)
     })
   )
 

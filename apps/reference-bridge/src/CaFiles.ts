@@ -44,22 +44,21 @@ const unusable = (ca: Certificate.CertificateAuthority, now: Date): string | und
  * The CA at `paths`, or a new one written there (certificate 0644, key 0600)
  * when the files are missing or unusable.
  */
-export const loadOrCreate = (paths: CaPaths) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const stored = (yield* fs.exists(paths.cert)) && (yield* fs.exists(paths.key))
-      ? Option.some({ cert: yield* fs.readFileString(paths.cert), key: yield* fs.readFileString(paths.key) })
-      : Option.none()
-    const replaced = Option.flatMap(stored, (ca) => Option.fromNullable(unusable(ca, new Date())))
-    if (Option.isSome(stored) && Option.isNone(replaced)) {
-      return { ca: stored.value, reused: true, replaced } satisfies LoadedCa
-    }
-    const ca = yield* Certificate.generateAuthority({ notAfter: new Date(Date.now() + 5 * 365 * 24 * 60 * 60 * 1000) })
-    for (const file of [paths.cert, paths.key]) yield* fs.makeDirectory(path.dirname(file), { recursive: true })
-    // The key first and private: a reader of the certificate never sees a CA without its key.
-    yield* fs.writeFileString(paths.key, ca.key, { mode: 0o600 })
-    yield* fs.chmod(paths.key, 0o600)
-    yield* fs.writeFileString(paths.cert, ca.cert)
-    return { ca, reused: false, replaced } satisfies LoadedCa
-  })
+export const loadOrCreate = Effect.fn("CaFiles.loadOrCreate")(function*(paths: CaPaths) {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const stored = (yield* fs.exists(paths.cert)) && (yield* fs.exists(paths.key))
+    ? Option.some({ cert: yield* fs.readFileString(paths.cert), key: yield* fs.readFileString(paths.key) })
+    : Option.none()
+  const replaced = Option.flatMap(stored, (ca) => Option.fromNullable(unusable(ca, new Date())))
+  if (Option.isSome(stored) && Option.isNone(replaced)) {
+    return { ca: stored.value, reused: true, replaced } satisfies LoadedCa
+  }
+  const ca = yield* Certificate.generateAuthority({ notAfter: new Date(Date.now() + 5 * 365 * 24 * 60 * 60 * 1000) })
+  for (const file of [paths.cert, paths.key]) yield* fs.makeDirectory(path.dirname(file), { recursive: true })
+  // The key first and private: a reader of the certificate never sees a CA without its key.
+  yield* fs.writeFileString(paths.key, ca.key, { mode: 0o600 })
+  yield* fs.chmod(paths.key, 0o600)
+  yield* fs.writeFileString(paths.cert, ca.cert)
+  return { ca, reused: false, replaced } satisfies LoadedCa
+})
