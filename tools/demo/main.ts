@@ -253,11 +253,15 @@ const program = Effect.gen(function*() {
       yield* detail(`event ${String(event["event"])} for call ${String(event["call_id"])}, contact ${JSON.stringify(event["contact"])}`)
       const webhookId = delivery.headers["webhook-id"]
       const stored = yield* waitFor(
-        "the delivery to be recorded as succeeded",
+        "the delivery to be recorded as delivered",
         Effect.map(admin("GET", `/v1/accounts/${account.id}/deliveries`), (answer) =>
-          ((answer.json["deliveries"] as Array<Json> | undefined) ?? []).find((d) => d["id"] === webhookId && d["status"] === "succeeded"))
+          ((answer.json["deliveries"] as Array<Json> | undefined) ?? []).find((d) => d["id"] === webhookId && d["status"] === "delivered"))
       )
-      yield* detail(`GET /v1/accounts/{id}/deliveries: ${String(stored["id"])} ${String(stored["status"])} after ${String(stored["attempts"])} attempt(s)`)
+      const last = stored["last_attempt"] as Json | null
+      yield* detail(
+        `GET /v1/accounts/{id}/deliveries: ${String(stored["id"])} ${String(stored["status"])} after ${String(stored["attempts"])} attempt(s)` +
+          (last === null ? "" : `, the receiver answered ${String(last["status_code"])}`)
+      )
     })
   )
 

@@ -23,6 +23,7 @@ describe("npm run demo", () => {
           "receipt leads.create",
           "leads.create → 200 (Idempotency-Key",
           "signature verified with the account's signing secret",
+          "delivered after 1 attempt(s), the receiver answered 200",
           "Every hop passed"
         ]
       ) expect(output, output).toContain(line)
