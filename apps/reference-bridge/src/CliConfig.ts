@@ -1,7 +1,9 @@
 /**
  * Settings of the reference bridge's command line (`npm start`): from flags
  * (`--port 8443`, `--api-key=…`) or the environment (`PORT`, `BRIDGE_API_KEY`),
- * flags first. This is the only place the CLI reads its environment.
+ * flags first. This is the only place the CLI reads its environment. Relative
+ * paths resolve against the directory npm was run from (`INIT_CWD`), else the
+ * working directory.
  */
 import { Config, ConfigProvider, Data, Effect, Either } from "effect"
 
@@ -18,7 +20,8 @@ export const SETTINGS = [
   { flag: "oauth-scope", env: "BRIDGE_OAUTH_SCOPE", help: "scopes the OAuth client may request, space-separated" },
   { flag: "oauth-expires-in", env: "BRIDGE_OAUTH_EXPIRES_IN", help: "expires_in of granted tokens in seconds (default 3600)" },
   { flag: "operations", env: "BRIDGE_OPERATIONS", help: "advertised operations, comma-separated (default: all six)" },
-  { flag: "ca-file", env: "BRIDGE_CA_FILE", help: "where to write the CA PEM (default .data/reference-bridge-ca.pem)" },
+  { flag: "ca-file", env: "BRIDGE_CA_FILE", help: "the CA certificate to trust (default .data/reference-bridge-ca.pem); kept across restarts" },
+  { flag: "ca-key-file", env: "BRIDGE_CA_KEY_FILE", help: "the CA's private key (default: beside --ca-file, .key.pem)" },
   { flag: "control-token", env: "BRIDGE_CONTROL_TOKEN", help: "enables the HTTP control endpoint with this Bearer token" },
   { flag: "database-url", env: "BRIDGE_DATABASE_URL", help: "keep records in this PostgreSQL (refbridge_* tables); default memory" }
 ] as const
@@ -67,6 +70,10 @@ export const CliConfig = Config.all({
   oauthExpiresIn: Config.option(Config.integer("BRIDGE_OAUTH_EXPIRES_IN")),
   operations: list("BRIDGE_OPERATIONS"),
   caFile: Config.string("BRIDGE_CA_FILE").pipe(Config.withDefault(".data/reference-bridge-ca.pem")),
+  caKeyFile: Config.option(Config.string("BRIDGE_CA_KEY_FILE")),
+  // npm runs a workspace script inside the workspace folder and says where the user was in INIT_CWD:
+  // relative paths mean what they meant where the command was typed.
+  baseDir: Config.option(Config.string("INIT_CWD")),
   controlToken: Config.option(Config.redacted("BRIDGE_CONTROL_TOKEN")),
   databaseUrl: Config.option(Config.redacted("BRIDGE_DATABASE_URL"))
 })

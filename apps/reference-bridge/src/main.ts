@@ -1,16 +1,17 @@
 /**
  * `npm start` — runs a reference bridge for the demo: one tenant with an
  * API key (and an OAuth client when configured), records in memory (or in
- * PostgreSQL with --database-url), on loopback HTTPS. It prints its URLs, writes the CA PEM to a file (use it
- * as NODE_EXTRA_CA_CERTS), and stops cleanly on SIGINT or SIGTERM.
+ * PostgreSQL with --database-url), on loopback HTTPS. It prints its URLs, keeps its CA in a file (use it
+ * as NODE_EXTRA_CA_CERTS; the same CA is reused at the next start) and stops cleanly on SIGINT or SIGTERM.
  */
 import { Operations } from "@crm-relay/contract"
 import { Certificate } from "@crm-relay/testing"
-import { FileSystem, Path } from "@effect/platform"
+import { Path } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Database } from "@crm-relay/store"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { randomBytes } from "node:crypto"
+import * as CaFiles from "./CaFiles.js"
 import * as CliConfig from "./CliConfig.js"
 import * as MemoryStore from "./MemoryStore.js"
 import * as ReferenceBridge from "./ReferenceBridge.js"
@@ -20,7 +21,6 @@ const decodeOperations = Schema.decodeUnknown(Schema.Array(Operations.OperationN
 
 const program = Effect.gen(function*() {
   const config = yield* CliConfig.load(process.argv.slice(2))
-  const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
 
   const generated = Option.isNone(config.apiKey)
@@ -36,6 +36,19 @@ const program = Effect.gen(function*() {
   const operations = Option.isSome(config.operations) ? yield* decodeOperations(config.operations.value) : undefined
   const controlToken = Option.getOrUndefined(config.controlToken)
 
+  // The CA outlives this process: a server that trusts the file keeps trusting the next start.
+  const base = Option.getOrElse(config.baseDir, () => process.cwd())
+  const caFile = path.resolve(base, config.caFile)
+  const caKeyFile = Option.match(config.caKeyFile, { onNone: () => CaFiles.keyPathOf(caFile), onSome: (file) => path.resolve(base, file) })
+  const authority = yield* CaFiles.loadOrCreate({ cert: caFile, key: caKeyFile })
+  if (Option.isSome(authority.replaced)) {
+    yield* Effect.logWarning(`the CA files were not usable (${authority.replaced.value}); a new CA was written: trust it again`)
+  }
+  const server = yield* Certificate.issue(authority.ca, {
+    dnsNames: [...Certificate.LOOPBACK_NAMES.dnsNames, ...Option.getOrElse(config.tlsNames, () => [])],
+    ips: Certificate.LOOPBACK_NAMES.ips
+  })
+
   // Records live in memory unless a PostgreSQL URL is given.
   const store = yield* Layer.build(
     Option.match(config.databaseUrl, {
@@ -49,17 +62,10 @@ const program = Effect.gen(function*() {
     host: config.host,
     port: config.port,
     ...Option.match(config.urlHost, { onNone: () => ({}), onSome: (urlHost) => ({ urlHost }) }),
-    tls: {
-      dnsNames: [...Certificate.LOOPBACK_NAMES.dnsNames, ...Option.getOrElse(config.tlsNames, () => [])],
-      ips: Certificate.LOOPBACK_NAMES.ips
-    },
+    tls: { ca: authority.ca.cert, ...server },
     ...(operations === undefined ? {} : { operations }),
     ...(controlToken === undefined ? {} : { controlToken })
   }).pipe(Effect.provide(store))
-
-  const caFile = path.resolve(config.caFile)
-  yield* fs.makeDirectory(path.dirname(caFile), { recursive: true })
-  yield* fs.writeFileString(caFile, bridge.ca)
 
   yield* Effect.logInfo("reference bridge ready").pipe(
     Effect.annotateLogs({
@@ -69,6 +75,7 @@ const program = Effect.gen(function*() {
       token: bridge.tokenUrl,
       ...(bridge.controlUrl === undefined ? {} : { control: bridge.controlUrl }),
       ca: caFile,
+      caReused: authority.reused,
       oauthClient: oauth?.clientId ?? "none",
       store: Option.isSome(config.databaseUrl) ? "postgres" : "memory"
     })

@@ -109,6 +109,26 @@ layer(S.Live)("connections on the internal API", (it) => {
       expect((yield* S.admin("GET", `/v1/accounts/${id}/connections/${S.TENANT.tenantId}`)).status).toBe(404)
     }))
 
+  it.effect("an unreachable bridge is named: refused port, unknown host and the address policy each say which and what to do next, never \"The connection to the bridge failed.\"", () =>
+    Effect.gen(function*() {
+      const bridge = yield* ReferenceBridge.ReferenceBridge
+      const id = yield* S.account("live")
+      const good = S.form(bridge, "rest", "api_key")
+      const cases: ReadonlyArray<readonly [string, number, ReadonlyArray<string>]> = [
+        [`https://${S.HOST}:1/crm`, 502, [`The bridge at ${S.HOST}:1 refused the connection (ECONNREFUSED)`, "Check that the bridge is running"]],
+        ["https://nowhere.localhost/crm", 502, ["The host name nowhere.localhost of the bridge was not found in DNS (ENOTFOUND)", "Check the URL's host name"]],
+        ["https://private.localhost/crm", 422, ["resolves to 10.20.30.40, which is in the private-use (RFC 1918) range 10.0.0.0/8", "EGRESS_ALLOW_PRIVATE"]]
+      ]
+      for (const [url, status, says] of cases) {
+        const answer = yield* put(id, S.TENANT.tenantId, { ...good, url })
+        expect(answer.status).toBe(status)
+        const error = (answer.json as { error: string }).error
+        for (const text of says) expect(error).toContain(text)
+        expect(error).not.toContain("The connection to the bridge failed.")
+      }
+      expect((yield* S.admin("GET", `/v1/accounts/${id}/connections/${S.TENANT.tenantId}`)).status).toBe(404)
+    }))
+
   it.effect("connections test: POST .../test re-runs the capabilities check on the stored connection (404 when there is none)", () =>
     Effect.gen(function*() {
       const bridge = yield* ReferenceBridge.ReferenceBridge

@@ -89,6 +89,21 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       noSecrets(runs)
     }), { timeout: PROCESS_TEST_TIMEOUT })
 
+  it.scoped("a failed capabilities check names its cause and the next step once: a refused port says so, not \"The connection to the bridge failed.\"", () =>
+    Effect.gen(function*() {
+      const { env } = yield* setup
+      const live = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "Refused", "--json"], env)).stdout).id
+      const refused = yield* cli(
+        ["connections", "set", "--account", live, "--tenant", TENANT.tenantId, "--transport", "rest", "--url", "https://127.0.0.1:1/crm", "--api-key", TENANT.apiKey],
+        env
+      )
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain("The bridge at 127.0.0.1:1 refused the connection (ECONNREFUSED)")
+      expect(refused.stderr).toContain("Check that the bridge is running and that the URL names its port. Nothing was stored.")
+      expect(refused.stderr).not.toContain("try again later")
+      expect(refused.stderr).not.toContain(TENANT.apiKey)
+    }), { timeout: 300_000 })
+
   it.scoped("with a running server: connections set (flag, environment or stdin secret) and master-key rotate go through it (embedded database) or share PostgreSQL with it; refusals name the flag; its in-call API keeps working after the rotation, with no restart", () =>
     Effect.gen(function*() {
       const setUp = yield* setup

@@ -19,6 +19,55 @@ const common = {
   message: Schema.String
 }
 
+/**
+ * Why an exchange failed before (or instead of) a usable answer, for the
+ * operator: which network, TLS, policy or size failure it was. A closed list.
+ */
+export const FailureReason = Schema.Literal(
+  /** The host name has no DNS record (or the resolver failed). */
+  "dns_not_found",
+  /** Nothing listens at the host and port. */
+  "connection_refused",
+  /** The connection was reset, or the host or network is unreachable. */
+  "connection_failed",
+  /** Connecting, or the whole exchange, ran past the deadline. */
+  "timeout",
+  /** The certificate is not signed by an authority this server trusts. */
+  "tls_untrusted",
+  /** The certificate was issued for other names than the URL's host. */
+  "tls_name_mismatch",
+  /** The certificate has expired or is not valid yet. */
+  "tls_expired",
+  /** Another TLS handshake failure (e.g. the port does not speak TLS). */
+  "tls_failed",
+  /** The answer is not valid HTTP/1.1. */
+  "invalid_http",
+  /** The host resolves to an address the egress policy refuses (private, loopback, metadata, ...). */
+  "address_refused",
+  /** The URL itself is refused (scheme, credentials, query). */
+  "url_refused",
+  /** The bridge answered a redirect; redirects are never followed. */
+  "redirect",
+  /** The answer was larger than 1 MiB. */
+  "response_too_large",
+  /** The request was larger than 1 MiB. */
+  "request_too_large",
+  /** The answer was compressed; only identity is accepted. */
+  "encoding"
+)
+export type FailureReason = typeof FailureReason.Type
+
+/** Which failure it was and what the operator should do next (one sentence each, never remote text). */
+export const Diagnosis = Schema.Struct({
+  reason: FailureReason,
+  /** The next step, e.g. "Check that the bridge is running and listening on port 8443." */
+  nextStep: Schema.String
+})
+export type Diagnosis = typeof Diagnosis.Type
+
+/** Optional so failures stored before it existed still decode. */
+const diagnosis = { diagnosis: Schema.optionalWith(Diagnosis, { exact: true }) }
+
 /** 409: conflict or unavailable slot; permanent for the operation and never retried. */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", common) {}
 
@@ -28,6 +77,7 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", common)
  */
 export class Transient extends Schema.TaggedError<Transient>()("Transient", {
   ...common,
+  ...diagnosis,
   retryAfter: Schema.OptionFromNullOr(
     Schema.DurationFromMillis.pipe(Schema.betweenDuration(Duration.zero, MAX_RETRY_AFTER))
   )
@@ -60,6 +110,7 @@ export type PermanentKind = typeof PermanentKind.Type
 /** Other 4xx, redirects, invalid receipts and every answer that cannot be believed. */
 export class Permanent extends Schema.TaggedError<Permanent>()("Permanent", {
   ...common,
+  ...diagnosis,
   kind: PermanentKind
 }) {}
 
@@ -78,10 +129,12 @@ export const transient = (fields: {
   readonly status: number | null
   readonly message: string
   readonly retryAfter?: Duration.Duration | undefined
+  readonly diagnosis?: Diagnosis | undefined
 }): Transient =>
   new Transient({
     operation: fields.operation,
     status: fields.status,
     message: fields.message,
-    retryAfter: Option.map(Option.fromNullable(fields.retryAfter), boundRetryAfter)
+    retryAfter: Option.map(Option.fromNullable(fields.retryAfter), boundRetryAfter),
+    ...(fields.diagnosis === undefined ? {} : { diagnosis: fields.diagnosis })
   })

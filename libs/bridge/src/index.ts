@@ -16,7 +16,17 @@ export type {
   LeadInput
 } from "./BridgeClient.js"
 export { BridgeClients, connectionLayer, credentialsLayer } from "./BridgeClients.js"
-export { Auth, BridgeError, Conflict, MAX_RETRY_AFTER, Permanent, PermanentKind, Transient } from "./BridgeError.js"
+export {
+  Auth,
+  BridgeError,
+  Conflict,
+  Diagnosis,
+  FailureReason,
+  MAX_RETRY_AFTER,
+  Permanent,
+  PermanentKind,
+  Transient
+} from "./BridgeError.js"
 export { BridgeTransport } from "./BridgeTransport.js"
 export type { TransportAnswer, TransportRequest } from "./BridgeTransport.js"
 export * as Connection from "./Connection.js"

@@ -20,6 +20,7 @@ import {
   BridgeClient,
   BridgeClients,
   type Connection,
+  type Diagnosis,
   connectionLayer,
   type Egress,
   InvalidConnection,
@@ -91,6 +92,8 @@ export class CheckFailed extends Data.TaggedError("CheckFailed")<{
   readonly failure: BridgeError["_tag"]
   readonly status: number | null
   readonly detail: string
+  /** Which network, TLS, policy or size failure it was, and the next step, when the exchange itself failed. */
+  readonly diagnosis?: Diagnosis
 }> {
   override get message() {
     return `The capabilities check did not pass: ${this.detail}`
@@ -118,7 +121,10 @@ const checkFailed = (error: BridgeError): CheckFailed =>
     reason: error._tag === "Transient" ? "unreachable" : "refused",
     failure: error._tag,
     status: error.status,
-    detail: error.message
+    detail: error.message,
+    ...((error._tag === "Transient" || error._tag === "Permanent") && error.diagnosis !== undefined
+      ? { diagnosis: error.diagnosis }
+      : {})
   })
 
 interface Row {

@@ -54,7 +54,10 @@ const explain = (error: Connections.ConnectError | Connections.ConnectionNotFoun
       return invalid(error.field, error.message)
     case "CheckFailed":
       return new AdminError({
-        message: error.reason === "unreachable" ? `${error.message} Nothing was stored; try again later.` : `${error.message} Nothing was stored.`
+        // A diagnosed failure already names its next step; otherwise an unreachable bridge is worth another try.
+        message: error.reason === "unreachable" && error.diagnosis === undefined
+          ? `${error.message} Nothing was stored; try again later.`
+          : `${error.message} Nothing was stored.`
       })
     default:
       return new AdminError({ message: error.message })

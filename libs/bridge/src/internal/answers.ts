@@ -8,6 +8,7 @@ import { Effect, Either, Option } from "effect"
 import type { Operations } from "@crm-relay/contract"
 import type { BridgeError } from "../BridgeError.js"
 import { Auth, Conflict, Permanent, transient } from "../BridgeError.js"
+import { redirectDiagnosis } from "./diagnose.js"
 import { parseRetryAfter } from "./retryAfter.js"
 
 /** The parts of an answer these checks read; header names are lower-case. */
@@ -57,9 +58,8 @@ export const statusFailure = (
         }))
       }
       if (status >= 300 && status <= 399) {
-        return Option.some(
-          new Permanent({ operation, status, kind: "redirect", message: `${capitalize(peer)} answered a ${status} redirect, which is not followed.` })
-        )
+        const { diagnosis, message } = redirectDiagnosis(status, peer)
+        return Option.some(new Permanent({ operation, status, kind: "redirect", message, diagnosis }))
       }
       return Option.some(
         new Permanent({ operation, status, kind: "rejected", message: `${capitalize(peer)} rejected the request with ${status}.` })

@@ -74,6 +74,8 @@ export class EgressNetworkError extends Data.TaggedError("EgressNetworkError")<{
   readonly kind: NetworkFailureKind
   /** A short reason with the system code, e.g. "connection refused (ECONNREFUSED)". */
   readonly reason: string
+  /** The system, undici or TLS code behind it (e.g. `ECONNREFUSED`, `CERT_HAS_EXPIRED`), when there was one. */
+  readonly code?: string
 }> {
   override get message(): string {
     return `Could not complete the exchange with ${this.host}: ${this.reason}.`

@@ -53,26 +53,26 @@ export const classifyFailure = (host: string, timeoutMs: number, error: unknown)
     return new EgressRefused({ reason: "invalid_request", host, detail: "undici rejected the request arguments" })
   }
   if (code === "ERR_TLS_CERT_ALTNAME_INVALID") {
-    return new EgressNetworkError({ host, kind: "tls", reason: `the TLS certificate is not valid for ${host} (${code})` })
+    return new EgressNetworkError({ host, kind: "tls", code, reason: `the TLS certificate is not valid for ${host} (${code})` })
   }
   if (UNTRUSTED_CERTIFICATE.has(code)) {
-    return new EgressNetworkError({ host, kind: "tls", reason: `the TLS certificate is not signed by a trusted authority (${code})` })
+    return new EgressNetworkError({ host, kind: "tls", code, reason: `the TLS certificate is not signed by a trusted authority (${code})` })
   }
   if (code === "CERT_HAS_EXPIRED" || code === "CERT_NOT_YET_VALID") {
-    return new EgressNetworkError({ host, kind: "tls", reason: `the TLS certificate is outside its validity period (${code})` })
+    return new EgressNetworkError({ host, kind: "tls", code, reason: `the TLS certificate is outside its validity period (${code})` })
   }
   if (code.startsWith("ERR_SSL") || code.startsWith("ERR_TLS") || code === "EPROTO") {
-    return new EgressNetworkError({ host, kind: "tls", reason: `the TLS handshake failed (${code})` })
+    return new EgressNetworkError({ host, kind: "tls", code, reason: `the TLS handshake failed (${code})` })
   }
   if (code.startsWith("HPE_")) {
-    return new EgressNetworkError({ host, kind: "protocol", reason: `the response is not valid HTTP/1.1 (${code})` })
+    return new EgressNetworkError({ host, kind: "protocol", code, reason: `the response is not valid HTTP/1.1 (${code})` })
   }
   if (code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "ENODATA") {
-    return new EgressNetworkError({ host, kind: "dns", reason: `the host name could not be resolved (${code})` })
+    return new EgressNetworkError({ host, kind: "dns", code, reason: `the host name could not be resolved (${code})` })
   }
   const connectReason = CONNECT_REASONS[code]
   if (connectReason !== undefined) {
-    return new EgressNetworkError({ host, kind: "connect", reason: `${connectReason} (${code})` })
+    return new EgressNetworkError({ host, kind: "connect", code, reason: `${connectReason} (${code})` })
   }
-  return new EgressNetworkError({ host, kind: "protocol", reason: `the exchange failed (${code})` })
+  return new EgressNetworkError({ host, kind: "protocol", code, reason: `the exchange failed (${code})` })
 }

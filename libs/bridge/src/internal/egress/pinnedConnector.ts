@@ -35,7 +35,7 @@ export const resolveChecked = (
 ): Effect.Effect<ReadonlyArray<LookupAddress>, EgressError> =>
   resolver.resolve(host).pipe(
     Effect.mapError((error) =>
-      new EgressNetworkError({ host, kind: "dns", reason: `the host name could not be resolved (${error.code})` })
+      new EgressNetworkError({ host, kind: "dns", code: error.code, reason: `the host name could not be resolved (${error.code})` })
     ),
     Effect.flatMap((answers) => {
       for (const answer of answers) {
@@ -59,7 +59,7 @@ const makeLookup = (options: PinnedConnectorOptions): LookupFunction => {
       // Per connection, not per exchange: a resolver that never answers must not pin a fiber forever.
       Effect.timeoutFail({
         duration: options.connectTimeoutMs,
-        onTimeout: () => new EgressNetworkError({ host: hostname, kind: "dns", reason: "name resolution timed out" })
+        onTimeout: () => new EgressNetworkError({ host: hostname, kind: "dns", code: "ETIMEOUT", reason: "name resolution timed out" })
       })
     )
     run(resolution, {

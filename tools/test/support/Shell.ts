@@ -1,0 +1,108 @@
+/**
+ * Runs shell text as an operator would: bash in a clone-like directory (the
+ * repository's files linked in, its own `.data`), in a process group of its
+ * own so that everything it leaves running in the background is stopped
+ * when the scope closes.
+ */
+import { Effect, type Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+/** The repository root. */
+export const ROOT = Path.resolve(import.meta.dirname, "..", "..", "..")
+
+// Local state a fresh clone does not have.
+const LEFT_OUT = new Set([".data", ".nx", ".git", "coverage", "dist"])
+
+/** A temporary directory that looks like a fresh clone: every top-level entry of the repository linked in. */
+export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
+      for (const entry of Fs.readdirSync(ROOT)) {
+        if (!LEFT_OUT.has(entry)) Fs.symlinkSync(Path.join(ROOT, entry), Path.join(dir, entry))
+      }
+      return dir
+    }),
+    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+/** The environment of a fresh shell: no database URL, no npm or test variables of this process. */
+export const shellEnv = (extra: Record<string, string> = {}): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value === undefined || /^(npm_|INIT_CWD$|DATABASE_URL$|VITEST|NODE_OPTIONS$|NODE_EXTRA_CA_CERTS$|EGRESS_)/.test(name)) continue
+    env[name] = value
+  }
+  // npm scripts and npx use the project's Node (the `node` devDependency), as README promises.
+  env["PATH"] = `${Path.join(ROOT, "node_modules", ".bin")}${Path.delimiter}${env["PATH"] ?? ""}`
+  return { ...env, NO_COLOR: "1", ...extra }
+}
+
+/** What a script printed and how it ended. */
+export interface ScriptRun {
+  readonly code: number | null
+  readonly output: string
+}
+
+// Stops the group: SIGTERM, then SIGKILL for whatever is left after `grace`.
+/** Whether any process of the group `pid` leads is still running. */
+export const groupAlive = (pid: number): boolean => {
+  try {
+    process.kill(-pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const stopGroup = (pid: number, graceMs: number) =>
+  Effect.promise(async () => {
+    const alive = () => groupAlive(pid)
+    if (!alive()) return
+    process.kill(-pid, "SIGTERM")
+    const until = Date.now() + graceMs
+    while (alive() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 200))
+    if (alive()) process.kill(-pid, "SIGKILL")
+  })
+
+/**
+ * Runs `script` with `bash -e -o pipefail` in `cwd`; resolves when bash exits
+ * (background jobs keep running, and keep writing to `output`, until the scope closes).
+ */
+export const runScript = (script: string, cwd: string, env: Record<string, string>) =>
+  Effect.gen(function*() {
+    const output = { text: "" }
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const child = ChildProcess.spawn("bash", ["-e", "-o", "pipefail", "-c", script], {
+          cwd,
+          env,
+          detached: true,
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        child.stdout.on("data", (chunk: Buffer) => (output.text += chunk.toString()))
+        child.stderr.on("data", (chunk: Buffer) => (output.text += chunk.toString()))
+        return child
+      }),
+      (child) => stopGroup(child.pid!, 30_000)
+    )
+    const code = yield* Effect.async<number | null>((resume) => {
+      if (child.exitCode !== null) return resume(Effect.succeed(child.exitCode))
+      child.once("exit", (code) => resume(Effect.succeed(code)))
+    })
+    return { code, output: () => output.text, pid: child.pid! }
+  })
+
+/** The fenced `sh` blocks of the README section that starts with `heading` (up to the next heading of its level or above). */
+export const shBlocks = (readme: string, heading: string): ReadonlyArray<string> => {
+  const start = readme.indexOf(`\n${heading}\n`)
+  if (start === -1) return []
+  const level = heading.split(" ")[0]!.length
+  const rest = readme.slice(start + heading.length + 2)
+  const next = rest.search(new RegExp(`^#{1,${level}} `, "m"))
+  const section = next === -1 ? rest : rest.slice(0, next)
+  return [...section.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((match) => match[1]!)
+}
