@@ -1,5 +1,5 @@
 /**
- * `crm-relay connections set|test` and `crm-relay master-key rotate`.
+ * `crm-relay connections set|test|list|show|remove` and `crm-relay master-key rotate`.
  *
  * Secrets on a command line land in shell history and process listings, so
  * the API key and the client secret can also come from the environment
@@ -11,9 +11,10 @@ import type { Operations } from "@crm-relay/contract"
 import { Config, Effect, Option, Redacted } from "effect"
 import { text } from "node:stream/consumers"
 import { AdminError } from "../AdminError.js"
-import type { ConnectionRequest } from "../api/ConnectionsApi.js"
+import type { ConnectionRequest, ConnectionView } from "../api/ConnectionsApi.js"
 import { ConnectionOperations, layerFromSettings } from "./ConnectionOperations.js"
 import * as DataAccess from "./DataAccess.js"
+import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
 
 /** Environment variables that may hold the secret inputs of `connections set`. */
@@ -134,10 +135,63 @@ const test = Command.make("test", { account, tenant, json }, ({ account, json, t
     Command.withDescription("Run the capabilities check again on a tenant's stored connection and store what the bridge answers.")
   )
 
+/** A connection as text: never the secret, only its kind. */
+const describeConnection = (c: ConnectionView) =>
+  [
+    `${c.tenant_id}  ${c.transport}  ${c.url}`,
+    `    credential: ${c.auth.type === "api_key" ? "API key" : `OAuth client ${c.auth.client_id} at ${c.auth.token_url}`}` +
+    `  version ${c.version}  last check ${c.checked_at}`,
+    `    ${describe(c.capabilities)}`
+  ].join("\n")
+
+const list = Command.make(
+  "list",
+  { account, limit: Flags.limit, cursor: Flags.cursor, json },
+  ({ account, json, ...flags }) =>
+    withOperations((operations) =>
+      Effect.flatMap(operations.list(account, Flags.pageRequest(flags)), (page) =>
+        print(
+          json,
+          page,
+          [
+            page.connections.length === 0
+              ? `Account ${account} has no bridge connections.`
+              : page.connections.map(describeConnection).join("\n"),
+            ...Flags.moreLine(page.next_cursor, `crm-relay connections list --account ${account}`)
+          ].join("\n")
+        ))
+    )
+).pipe(
+  Command.withDescription(
+    "List an account's bridge connections by tenant: transport, URL, credential kind, capabilities and last check (never the secret)."
+  )
+)
+
+const show = Command.make("show", { account, tenant, json }, ({ account, json, tenant }) =>
+  withOperations((operations) =>
+    Effect.flatMap(operations.show(account, tenant), (connection) => print(json, connection, describeConnection(connection)))
+  )).pipe(
+    Command.withDescription("Show one tenant's bridge connection: transport, URL, credential kind, capabilities, last check (never the secret).")
+  )
+
+const remove = Command.make("remove", { account, tenant, json }, ({ account, json, tenant }) =>
+  withOperations((operations) =>
+    Effect.zipRight(
+      operations.remove(account, tenant),
+      print(
+        json,
+        { account_id: account, tenant_id: tenant, removed: true },
+        `Removed the bridge connection of tenant ${tenant}; its secret is deleted and its calls reach no CRM until it is set again.`
+      )
+    )
+  )).pipe(
+    Command.withDescription("Remove a tenant's bridge connection and delete its stored secret; push jobs then stop as not configured.")
+  )
+
 /** `crm-relay connections`. */
 export const connections = Command.make("connections").pipe(
-  Command.withDescription("Connect client tenants' CRM bridges."),
-  Command.withSubcommands([set, test])
+  Command.withDescription("Connect, list and remove client tenants' CRM bridges."),
+  Command.withSubcommands([set, test, list, show, remove])
 )
 
 const rotate = Command.make("rotate", { json }, ({ json }) =>

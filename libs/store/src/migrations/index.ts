@@ -8,6 +8,7 @@ import connections from "./0002_connections.js"
 import callPipeline from "./0003_call_pipeline.js"
 import webhookDelivery from "./0004_webhook_delivery.js"
 import insertionOrder from "./0005_insertion_order.js"
+import operatorListings from "./0006_operator_listings.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -15,5 +16,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0002_connections": connections,
   "0003_call_pipeline": callPipeline,
   "0004_webhook_delivery": webhookDelivery,
-  "0005_insertion_order": insertionOrder
+  "0005_insertion_order": insertionOrder,
+  "0006_operator_listings": operatorListings
 }
