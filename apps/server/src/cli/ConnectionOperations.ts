@@ -36,8 +36,12 @@ export class ConnectionOperations extends Context.Tag("@crm-relay/server/Connect
   readonly show: (accountId: string, tenantId: string) => Effect.Effect<ConnectionView, AdminError>
   /** Deletes the tenant's connection and its sealed secret. */
   readonly remove: (accountId: string, tenantId: string) => Effect.Effect<void, AdminError>
-  /** Re-seals every secret under a new data key. */
-  readonly rotate: Effect.Effect<RotationAnswer, AdminError>
+  /**
+   * Re-seals every secret under a new data key wrapped under the master key
+   * `masterKeyId` (the operator's MASTER_KEY; a running server refuses when
+   * its own is another one), or under this process's keys when none is given.
+   */
+  readonly rotate: (masterKeyId: Option.Option<string>) => Effect.Effect<RotationAnswer, AdminError>
 }>() {}
 
 /** The CLI flag of a connection-form field, so a refusal points at what to fix on the command line. */
@@ -88,7 +92,7 @@ const answer = (report: Vault.RotationReport, masterKeyId: string): RotationAnsw
 export const layerDirect = (settings: CliSettings) =>
   Layer.unwrapEffect(
     Effect.map(
-      MasterKey.resolve(settings).pipe(Effect.mapError((error) => new AdminError({ message: error.message }))),
+      MasterKey.resolve(settings).pipe(Effect.mapError((error) => refused(error.message))),
       (keys) =>
         Layer.effect(
           ConnectionOperations,
@@ -123,7 +127,8 @@ export const layerDirect = (settings: CliSettings) =>
                 ),
               remove: (accountId, tenantId) =>
                 connections.remove(accountId, tenantId).pipe(Effect.mapError(explain), Effect.catchAllDefect(defect)),
-              rotate: vault.rotate().pipe(
+              rotate: () =>
+                vault.rotate().pipe(
                 Effect.map((report) => answer(report, vault.masterKeyId)),
                 Effect.mapError((error) => new AdminError({ message: error.message })),
                 Effect.catchAllDefect(defect)
@@ -179,7 +184,10 @@ export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseU
       }).pipe(Effect.mapError(fail)),
     show: (accountId, tenantId) => client.connections.get(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
     remove: (accountId, tenantId) => client.connectionListing.remove(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
-    rotate: client.masterKey.rotate().pipe(Effect.mapError(fail))
+    rotate: (masterKeyId) =>
+      client.masterKey.rotate({ urlParams: Option.isSome(masterKeyId) ? { master_key_id: masterKeyId.value } : {} }).pipe(
+        Effect.mapError(fail)
+      )
   })
 })
 

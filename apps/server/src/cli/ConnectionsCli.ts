@@ -8,9 +8,11 @@
  */
 import { Command, Options } from "@effect/cli"
 import type { Operations } from "@crm-relay/contract"
-import { Config, Effect, Option, Redacted } from "effect"
+import { Vault } from "@crm-relay/store"
+import { Config, Effect, Either, Option, Redacted } from "effect"
 import { text } from "node:stream/consumers"
-import { AdminError } from "../AdminError.js"
+import { AdminError, refused } from "../AdminError.js"
+import * as Settings from "../Settings.js"
 import type { ConnectionRequest, ConnectionView } from "../api/ConnectionsApi.js"
 import { ConnectionOperations, layerFromSettings } from "./ConnectionOperations.js"
 import * as DataAccess from "./DataAccess.js"
@@ -194,10 +196,31 @@ export const connections = Command.make("connections").pipe(
   Command.withSubcommands([set, test, list, show, remove])
 )
 
+/**
+ * The master key the operator asks to rotate under: MASTER_KEY's id when
+ * set. A malformed MASTER_KEY or MASTER_KEY_PREVIOUS is refused before
+ * anything runs, whichever way the command reaches the data.
+ */
+const askedMasterKey = Effect.gen(function*() {
+  const settings = yield* Settings.CliSettings
+  const parse = (text: Redacted.Redacted<string>, name: string) =>
+    Either.match(Vault.parseMasterKey(text, name), {
+      onLeft: (message) => Effect.fail(refused(message)),
+      onRight: (key) => Effect.succeed(key.id)
+    })
+  if (Option.isSome(settings.masterKeyPrevious)) {
+    const previous = Redacted.value(settings.masterKeyPrevious.value).split(",").map((s) => s.trim()).filter((s) => s !== "")
+    yield* Effect.forEach(previous, (text) => parse(Redacted.make(text), "Each key of MASTER_KEY_PREVIOUS"))
+  }
+  return Option.isSome(settings.masterKey)
+    ? Option.some(yield* parse(settings.masterKey.value, "MASTER_KEY"))
+    : Option.none<string>()
+})
+
 const rotate = Command.make("rotate", { json }, ({ json }) =>
   withOperations((operations) =>
     Effect.gen(function*() {
-      const report = yield* operations.rotate
+      const report = yield* Effect.flatMap(askedMasterKey, operations.rotate)
       yield* print(
         json,
         report,
@@ -217,7 +240,7 @@ const rotate = Command.make("rotate", { json }, ({ json }) =>
       "Re-encrypt every stored secret (bridge credentials, webhook signing secrets) under a new data key while the service " +
         "keeps running. To change MASTER_KEY: run it with the new MASTER_KEY and MASTER_KEY_PREVIOUS=<old key>, restart every " +
         "replica with the new MASTER_KEY, then run it again with the new key only. When a running server holds the embedded " +
-        "database, that server rotates, with its own keys."
+        "database, that server rotates; a MASTER_KEY given here must be the server's own, or nothing is changed and the command says why."
     )
   )
 
