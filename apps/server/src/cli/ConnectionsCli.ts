@@ -79,15 +79,15 @@ const set = Command.make(
     Effect.gen(function*() {
       const oauth = Option.isSome(input.tokenUrl) || Option.isSome(input.clientId)
       if (oauth && Option.isSome(input.apiKey)) {
-        return yield* new AdminError({ message: "Give either --api-key or OAuth client credentials (--token-url, --client-id, --client-secret), not both." })
+        return yield* refused("Give either --api-key or OAuth client credentials (--token-url, --client-id, --client-secret), not both.")
       }
       let auth: ConnectionRequest["auth"]
       if (oauth) {
         const secret = yield* secretFrom(input.clientSecret, SECRET_ENV.clientSecret)
         if (Option.isNone(input.tokenUrl) || Option.isNone(input.clientId) || Option.isNone(secret)) {
-          return yield* new AdminError({
-            message: `OAuth client credentials need --token-url, --client-id and --client-secret (or ${SECRET_ENV.clientSecret}).`
-          })
+          return yield* refused(
+            `OAuth client credentials need --token-url, --client-id and --client-secret (or ${SECRET_ENV.clientSecret}).`
+          )
         }
         auth = {
           type: "oauth",
@@ -99,10 +99,10 @@ const set = Command.make(
       } else {
         const key = yield* secretFrom(input.apiKey, SECRET_ENV.apiKey)
         if (Option.isNone(key)) {
-          return yield* new AdminError({
-            message: `Give --api-key (or ${SECRET_ENV.apiKey}, or --api-key - to read it from standard input), ` +
+          return yield* refused(
+            `Give --api-key (or ${SECRET_ENV.apiKey}, or --api-key - to read it from standard input), ` +
               "or OAuth client credentials: --token-url, --client-id and --client-secret."
-          })
+          )
         }
         auth = { type: "api_key", key: key.value }
       }
