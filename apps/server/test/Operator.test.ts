@@ -131,7 +131,7 @@ describe.sequential("crm-relay operator commands", () => {
             expect(other.stderr).toContain("not under the MASTER_KEY given to the command")
           }
         }),
-      { timeout: 480_000 }
+      { timeout: 1_200_000 }
     )
   })
 })
