@@ -6,6 +6,7 @@
 import { Command, Options } from "@effect/cli"
 import { Console, type Context, Effect, Layer, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
+import * as AccountsCli from "./cli/AccountsCli.js"
 import * as ConnectionsCli from "./cli/ConnectionsCli.js"
 import * as DeliveriesCli from "./cli/DeliveriesCli.js"
 import { json, print } from "./cli/Output.js"
@@ -69,7 +70,7 @@ const accountsCreate = Command.make(
 
 const accounts = Command.make("accounts").pipe(
   Command.withDescription("Manage accounts."),
-  Command.withSubcommands([accountsCreate])
+  Command.withSubcommands([accountsCreate, ...AccountsCli.accountCommands])
 )
 
 const keysCreate = Command.make(
@@ -101,7 +102,7 @@ const keysDisable = Command.make(
 
 const keys = Command.make("keys").pipe(
   Command.withDescription("Manage integration keys."),
-  Command.withSubcommands([keysCreate, keysDisable])
+  Command.withSubcommands([keysCreate, keysDisable, ...AccountsCli.keyCommands])
 )
 
 const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --help` to see the commands.")).pipe(
@@ -109,7 +110,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     "crm-relay: CRM bridge client and public Event API of the call-handling service. " +
       "Configuration comes from environment variables (PORT, ADMIN_PORT, ADMIN_HOST, ADMIN_TOKEN, DATABASE_URL, DATA_DIR, ROLE, LOG_LEVEL, ...)."
   ),
-  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command])
+  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
 )
 
 /** Runs the CLI on `argv` (as `process.argv`). */

@@ -17,6 +17,7 @@ import * as CallsApi from "./api/CallsApi.js"
 import * as ConnectionsApi from "./api/ConnectionsApi.js"
 import * as DeliveriesApi from "./api/DeliveriesApi.js"
 import * as InCallApi from "./api/InCallApi.js"
+import * as ListingsApi from "./api/ListingsApi.js"
 
 /** Bearer `ADMIN_TOKEN`. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/server/AdminAuth", {
@@ -106,4 +107,7 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ConnectionsApi.MasterKeyGroup.middleware(AdminAuth))
   .add(InCallApi.InCallGroup.middleware(AdminAuth))
   .add(DeliveriesApi.DeliveriesGroup.middleware(AdminAuth))
+  .add(ListingsApi.AccountListingGroup.middleware(AdminAuth))
+  .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
+  .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
 {}

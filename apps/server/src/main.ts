@@ -4,7 +4,8 @@
 import { ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Layer, Option } from "effect"
+import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
+import { AdminError } from "./AdminError.js"
 import * as Cli from "./Cli.js"
 import * as Logging from "./Logging.js"
 
@@ -31,6 +32,19 @@ const explain = (error: Failure): Option.Option<string> => {
   }
 }
 
+/**
+ * Exit codes: 0 done; 2 the request was refused (a usage error, an invalid
+ * value, an unknown id: the operator's to fix); 1 anything else failed.
+ */
+const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
+  if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
+  return Option.match(Cause.failureOption(exit.cause), {
+    onNone: () => 1,
+    onSome: (error) =>
+      ValidationError.isValidationError(error) || (error instanceof AdminError && error.invalid === true) ? 2 : 1
+  })
+}
+
 const main = Effect.suspend(() => Cli.run(process.argv)).pipe(
   Effect.tapErrorCause((cause) =>
     Option.match(Cause.failureOption(cause), {
@@ -41,4 +55,8 @@ const main = Effect.suspend(() => Cli.run(process.argv)).pipe(
   Effect.provide(Layer.merge(NodeContext.layer, Logging.bootstrap))
 )
 
-NodeRuntime.runMain(main, { disableErrorReporting: true, disablePrettyLogger: true })
+NodeRuntime.runMain(main, {
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
+  teardown: (exit, onExit) => onExit(exitCode(exit))
+})

@@ -103,7 +103,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       expect(yield* keyWorks(db, dataDir, key.key)).toBe(false)
 
       const unknown = yield* cli(["keys", "create", "--account", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
-      expect(unknown.code).toBe(1)
+      expect(unknown.code).toBe(2)
       expect(unknown.stderr).toContain("No account with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
       expect(unknown.stdout).toBe("")
       const badMode = yield* cli(["accounts", "create", "--name", "X", "--mode", "production"], env)

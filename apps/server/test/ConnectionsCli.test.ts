@@ -83,7 +83,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         // A generated key on one replica would not be shared: refused, saying what to do.
         const { MASTER_KEY: _, ...withoutKey } = env
         const missing = yield* cli(["connections", "test", ...base], withoutKey)
-        expect(missing.code).toBe(1)
+        expect(missing.code).toBe(2)
         expect(missing.stderr).toContain("MASTER_KEY must be set when DATABASE_URL is")
       }
       noSecrets(runs)
@@ -133,16 +133,16 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       )
       expect(fromStdin.code).toBe(0)
 
-      // Refusals name the flag to fix, store nothing, and exit 1.
+      // Refusals name the flag to fix, store nothing, and exit 2.
       const badUrl = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", bridge.restBaseUrl.replace("https:", "http:"), "--api-key", TENANT.apiKey])
-      expect(badUrl.code).toBe(1)
+      expect(badUrl.code).toBe(2)
       expect(badUrl.stderr).toContain("--url: The bridge URL must use https.")
       const noCredential = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", bridge.restBaseUrl])
-      expect(noCredential.code).toBe(1)
+      expect(noCredential.code).toBe(2)
       expect(noCredential.stderr).toContain("Give --api-key (or CONNECTION_API_KEY")
       const before = (yield* bridge.control.received).length
       const refused = yield* run(["connections", "set", "--account", demo, "--tenant", TENANT.tenantId, "--transport", "rest", "--url", bridge.restBaseUrl, "--api-key", TENANT.apiKey])
-      expect(refused.code).toBe(1)
+      expect(refused.code).toBe(2)
       expect(refused.stderr).toContain("Demo and sandbox accounts cannot connect a bridge to a real CRM; this account's mode is demo.")
       expect((yield* bridge.control.received).length).toBe(before)
 

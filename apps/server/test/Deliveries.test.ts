@@ -268,7 +268,7 @@ layer(Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None)), { 
       expect(page.next_cursor).toBeNull()
 
       const unknown = yield* cli(["deliveries", "replay", "--id", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
-      expect(unknown.code).toBe(1)
+      expect(unknown.code).toBe(2)
       expect(unknown.stderr).toContain("No delivery with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
     }), { timeout: PROCESS_TEST_TIMEOUT })
 })

@@ -127,6 +127,41 @@ const checkFailed = (error: BridgeError): CheckFailed =>
       : {})
   })
 
+/** A stored connection in the operator's listing: everything but the secret, nothing decrypted. */
+export interface ConnectionSummary {
+  readonly tenantId: string
+  readonly version: number
+  readonly transport: string
+  readonly url: string
+  readonly auth: { readonly type: "api_key" } | {
+    readonly type: "oauth"
+    readonly tokenUrl: string
+    readonly clientId: string
+    readonly scope?: string
+  }
+  readonly capabilities: Operations.CapabilitiesResponse
+  readonly checkedAt: Date
+}
+
+/** A page of an account's connections, by tenant id; `nextCursor` is the last tenant id shown. */
+export interface ConnectionPage {
+  readonly connections: ReadonlyArray<ConnectionSummary>
+  readonly nextCursor: Option.Option<string>
+}
+
+interface SummaryRow {
+  readonly tenant_id: string
+  readonly version: number
+  readonly transport: string
+  readonly url: string
+  readonly auth_type: "api_key" | "oauth"
+  readonly token_url: string | null
+  readonly client_id: string | null
+  readonly scope: string | null
+  readonly capabilities: unknown
+  readonly checked_at: Date
+}
+
 interface Row {
   readonly mode: Accounts.AccountMode
   readonly id: string | null
@@ -284,7 +319,78 @@ export class Connections extends Effect.Service<Connections>()("@crm-relay/calls
         return rows[0]!.version
       })).pipe(Effect.orDie)
 
+    const summary = (row: SummaryRow) =>
+      Effect.map(Effect.orDie(decodeCapabilities(row.capabilities)), (capabilities): ConnectionSummary => ({
+        tenantId: row.tenant_id,
+        version: row.version,
+        transport: row.transport,
+        url: row.url,
+        auth: row.auth_type === "api_key"
+          ? { type: "api_key" }
+          : {
+            type: "oauth",
+            tokenUrl: row.token_url ?? "",
+            clientId: row.client_id ?? "",
+            ...(row.scope === null ? {} : { scope: row.scope })
+          },
+        capabilities,
+        checkedAt: row.checked_at
+      }))
+    const accountExists = (accountId: string) =>
+      isUuid(accountId)
+        ? sql`SELECT 1 FROM accounts WHERE id = ${accountId}`.pipe(Effect.orDie, Effect.map((rows) => rows.length > 0))
+        : Effect.succeed(false)
+
     return {
+      /**
+       * A page of the account's connections ordered by tenant id, after the
+       * tenant `cursor` when given; nothing is decrypted.
+       */
+      list: Effect.fn("Connections.list")(function*(
+        accountId: string,
+        options: { readonly limit: number; readonly cursor?: string | undefined }
+      ) {
+        if (!(yield* accountExists(accountId))) return yield* new AccountNotFound({ accountId })
+        const limit = Math.max(1, Math.trunc(options.limit))
+        const after = options.cursor === undefined ? sql`` : sql`AND tenant_id > ${options.cursor}`
+        const rows = yield* sql<SummaryRow>`
+          SELECT tenant_id, version, transport, url, auth_type, token_url, client_id, scope, capabilities, checked_at
+          FROM connections WHERE account_id = ${accountId} ${after}
+          ORDER BY tenant_id LIMIT ${limit + 1}`.pipe(Effect.orDie)
+        const connections = yield* Effect.forEach(rows.slice(0, limit), summary)
+        return {
+          connections,
+          nextCursor: rows.length > limit ? Option.some(connections[connections.length - 1]!.tenantId) : Option.none()
+        } satisfies ConnectionPage
+      }),
+
+      /** The tenant's connection as the listing shows it (nothing decrypted); none when there is none. */
+      summary: Effect.fn("Connections.summary")(function*(accountId: string, tenantId: string) {
+        if (!(yield* accountExists(accountId))) return yield* new AccountNotFound({ accountId })
+        const rows = yield* sql<SummaryRow>`
+          SELECT tenant_id, version, transport, url, auth_type, token_url, client_id, scope, capabilities, checked_at
+          FROM connections WHERE account_id = ${accountId} AND tenant_id = ${tenantId}`.pipe(Effect.orDie)
+        return rows[0] === undefined ? Option.none<ConnectionSummary>() : Option.some(yield* summary(rows[0]))
+      }),
+
+      /** Removes a tenant's connection and its sealed secret; ConnectionNotFound when there is none. */
+      remove: Effect.fn("Connections.remove")(function*(accountId: string, tenantId: string) {
+        if (!(yield* accountExists(accountId))) return yield* new AccountNotFound({ accountId })
+        const removed = yield* sql.withTransaction(Effect.gen(function*() {
+          yield* sql`SELECT pg_advisory_xact_lock(hashtext('crm-relay.connections'), hashtext(${`${accountId}/${tenantId}`}))`
+          const rows = yield* sql<{ secret_id: string }>`
+            DELETE FROM connections WHERE account_id = ${accountId} AND tenant_id = ${tenantId} RETURNING secret_id`
+          for (const row of rows) {
+            yield* sql`DELETE FROM vault_secrets AS v WHERE v.id = ${row.secret_id}
+                       AND NOT EXISTS (SELECT 1 FROM connections AS c WHERE c.secret_id = v.id)`
+          }
+          return rows.length > 0
+        })).pipe(Effect.orDie)
+        if (!removed) return yield* new ConnectionNotFound({ accountId, tenantId })
+        yield* clients.forget(accountId, tenantId)
+        yield* Effect.logInfo("Bridge connection removed").pipe(Effect.annotateLogs({ account_id: accountId, tenant_id: tenantId }))
+      }),
+
       /**
        * The connection of an account's tenant, decrypted and ready for
        * `BridgeClients.forConnection`, with its stored capabilities; none

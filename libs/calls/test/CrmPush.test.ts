@@ -181,6 +181,30 @@ describe("outcomes and the CRM push", () => {
         expect(yield* pushUntilSettled(callId)).toMatchObject({ status: "succeeded", replays: 1 })
       }))
 
+    it.effect("replay: a succeeded job is left as it is unless forced; a replay keeps the attempts of earlier runs", () =>
+      Effect.gen(function*() {
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        const jobs = yield* CrmPushJobs
+        const callId = `call-${randomUUID()}`
+        yield* bridge.control.setFault(Faults.status(409), { operation: "leads.create", times: 1 })
+        yield* (yield* Outcomes).accept(callId, outcomeFor(yield* connectedAccount()))
+        const stopped = yield* pushUntilSettled(callId)
+        expect(stopped).toMatchObject({ status: "failed", previous_attempts: 0 })
+        expect(yield* jobs.replay(stopped.id)).toBe("queued")
+        expect(Option.getOrThrow(yield* jobs.find(stopped.id))).toMatchObject({ attempts: 0, previous_attempts: stopped.attempts })
+        const succeeded = yield* pushUntilSettled(callId)
+        expect(succeeded).toMatchObject({ status: "succeeded", replays: 1 })
+        expect(yield* jobs.replay(stopped.id)).toBe("completed")
+        expect(Option.getOrThrow(yield* jobs.find(stopped.id))).toMatchObject({ status: "succeeded", attempts: succeeded.attempts, replays: 1 })
+        expect(yield* jobs.replay(stopped.id, { force: true })).toBe("queued")
+        expect(Option.getOrThrow(yield* jobs.find(stopped.id))).toMatchObject({
+          status: "pending",
+          attempts: 0,
+          previous_attempts: stopped.attempts + succeeded.attempts,
+          replays: 2
+        })
+      }))
+
     it.effect("a requested booking the bridge refuses (409, or 400) stores why with the key it sent, and the lead carries the request", () =>
       Effect.gen(function*() {
         const bridge = yield* ReferenceBridge.ReferenceBridge

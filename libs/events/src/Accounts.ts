@@ -8,7 +8,8 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { EventApi } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { type Page, pageOf, UnknownCursor } from "./Page.js"
 
 /** An account id (UUID), as the contract brands it. */
 export const AccountId = EventApi.AccountId
@@ -30,6 +31,24 @@ export const Account = Schema.Struct({ id: AccountId, name: Schema.String, mode:
 })
 export type Account = typeof Account.Type
 
+/** An account in the operator's listing. */
+export const AccountSummary = Schema.Struct({
+  id: AccountId,
+  name: Schema.String,
+  mode: AccountMode,
+  created_at: Schema.DateFromSelf
+}).annotations({ identifier: "AccountSummary" })
+export type AccountSummary = typeof AccountSummary.Type
+
+/** An account and what it holds, counted. */
+export const AccountDetail = Schema.Struct({
+  ...AccountSummary.fields,
+  active_keys: Schema.NumberFromString.pipe(Schema.int()),
+  subscriptions: Schema.NumberFromString.pipe(Schema.int()),
+  connections: Schema.NumberFromString.pipe(Schema.int())
+}).annotations({ identifier: "AccountDetail" })
+export type AccountDetail = typeof AccountDetail.Type
+
 /** Creates and reads accounts. */
 export class Accounts extends Effect.Service<Accounts>()("@crm-relay/events/Accounts", {
   effect: Effect.gen(function*() {
@@ -45,6 +64,25 @@ export class Accounts extends Effect.Service<Accounts>()("@crm-relay/events/Acco
       Result: Account,
       execute: (id) => sql`SELECT id, name, mode FROM accounts WHERE id = ${id}`
     })
+    const summary = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: AccountDetail,
+      // Counts as text: bigint arrives as a string on PostgreSQL and as a number on PGlite.
+      execute: (id) =>
+        sql`SELECT a.id, a.name, a.mode, a.created_at,
+              (SELECT count(*) FROM integration_keys AS k WHERE k.account_id = a.id AND k.disabled_at IS NULL)::text AS active_keys,
+              (SELECT count(*) FROM subscriptions AS s WHERE s.account_id = a.id AND s.removed_at IS NULL)::text AS subscriptions,
+              (SELECT count(*) FROM connections AS c WHERE c.account_id = a.id)::text AS connections
+            FROM accounts AS a WHERE a.id = ${id}`
+    })
+    const page = SqlSchema.findAll({
+      Request: Schema.Struct({ after: Schema.NullOr(Schema.String), limit: Schema.Int }),
+      Result: AccountSummary,
+      execute: ({ after, limit }) =>
+        sql`SELECT id, name, mode, created_at FROM accounts
+            ${after === null ? sql`` : sql`WHERE seq > (SELECT seq FROM accounts WHERE id = ${after})`}
+            ORDER BY seq LIMIT ${limit}`
+    })
 
     return {
       /** Creates an account. */
@@ -57,6 +95,18 @@ export class Accounts extends Effect.Service<Accounts>()("@crm-relay/events/Acco
       find: Effect.fn("Accounts.find")(function*(id: string) {
         if (!isUuid(id)) return yield* Effect.succeedNone
         return yield* Effect.orDie(byId(id))
+      }),
+      /** The account with `id`, when it was created and what it holds, if any. */
+      show: Effect.fn("Accounts.show")(function*(id: string) {
+        if (!isUuid(id)) return Option.none<AccountDetail>()
+        return yield* Effect.orDie(summary(id))
+      }),
+      /** A page of accounts, oldest first, after the account `cursor` when given. */
+      list: Effect.fn("Accounts.list")(function*(options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }) {
+        return yield* pageOf(options, (after, limit) => Effect.orDie(page({ after, limit })), (cursor) =>
+          isUuid(cursor)
+            ? Effect.map(Effect.orDie(byId(cursor)), Option.isSome)
+            : Effect.succeed(false)) satisfies Effect.Effect<Page<AccountSummary>, UnknownCursor>
       })
     }
   })

@@ -15,9 +15,10 @@ import type * as Statement from "@effect/sql/Statement"
 import { JobQueue } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
-import { Data, Effect, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { DEFAULT_PAGE, MAX_PAGE } from "./DeliveryPages.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
+import { UnknownCursor } from "./Page.js"
 
 /** A delivery's state. */
 export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed").annotations({ identifier: "DeliveryStatus" })
@@ -87,8 +88,8 @@ export interface DeliveryPage {
   readonly nextCursor: Option.Option<string>
 }
 
-/** The cursor is not a delivery of the account. */
-export class UnknownCursor extends Data.TaggedError("UnknownCursor")<{ readonly cursor: string }> {}
+/** The cursor is not a delivery of the listing. */
+export { UnknownCursor } from "./Page.js"
 
 /** Default and largest page sizes of the listing. */
 export { DEFAULT_PAGE, MAX_PAGE }
@@ -158,6 +159,41 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
           WHERE d.account_id = ${accountId} ${after}
           ORDER BY d.created_at DESC, d.seq DESC
+          LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
+        const page = rows.slice(0, limit)
+        return {
+          deliveries: page,
+          nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none()
+        } satisfies DeliveryPage
+      }),
+
+      /**
+       * A page of deliveries in `statuses` across all accounts (or of
+       * `accountId`), created at or after `since` when given, latest first:
+       * what the operator watches and replays.
+       */
+      search: Effect.fn("Deliveries.search")(function*(options: {
+        readonly statuses: ReadonlyArray<DeliveryStatus>
+        readonly accountId?: string | undefined
+        readonly since?: Date | undefined
+        readonly limit?: number | undefined
+        readonly cursor?: string | undefined
+      }) {
+        const limit = Math.min(MAX_PAGE, Math.max(1, Math.trunc(options.limit ?? DEFAULT_PAGE)))
+        const { accountId, cursor, since } = options
+        if ((accountId !== undefined && !isUuid(accountId)) || options.statuses.length === 0) {
+          return { deliveries: [], nextCursor: Option.none() } satisfies DeliveryPage
+        }
+        if (cursor !== undefined) {
+          const known = isUuid(cursor) ? yield* sql`SELECT 1 FROM deliveries WHERE id = ${cursor}`.pipe(Effect.orDie) : []
+          if (known.length === 0) return yield* new UnknownCursor({ cursor })
+        }
+        const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
+          WHERE d.status IN ${sql.in(options.statuses)}
+            ${accountId === undefined ? sql`` : sql`AND d.account_id = ${accountId}`}
+            ${since === undefined ? sql`` : sql`AND d.created_at >= ${since}`}
+            ${cursor === undefined ? sql`` : sql`AND d.seq < (SELECT c.seq FROM deliveries AS c WHERE c.id = ${cursor})`}
+          ORDER BY d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
         const page = rows.slice(0, limit)
         return {

@@ -16,7 +16,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
-import { Cause, Effect, Layer, Option, type ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
+import { Cause, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
 
 /** Request bodies above this are refused with 400. */
 export const MAX_BODY_BYTES = 64 * 1024
@@ -140,6 +140,14 @@ const decodeMessage = (issues: ReadonlyArray<DecodeIssue>, inQuery: boolean): st
   const text = sentence.startsWith(field) ? sentence : `${field} is invalid: ${sentence}`
   return text.endsWith(".") ? text : `${text}.`
 }
+
+/**
+ * The sentence this API answers for a request that fails `schema` with
+ * `error`, for callers that validate the same input without HTTP (the CLI
+ * on the database), so both paths say the same thing.
+ */
+export const decodeFailureSentence = (error: ParseResult.ParseError, inQuery = false): string =>
+  decodeMessage(ParseResult.ArrayFormatter.formatErrorSync(error), inQuery)
 
 const isTag = (tag: string) => (u: unknown): boolean => Predicate.isTagged(u, tag)
 

@@ -17,6 +17,7 @@ import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { AccountId } from "./Accounts.js"
 import * as RateLimiter from "./RateLimiter.js"
+import { type Page, pageOf, type UnknownCursor } from "./Page.js"
 
 /** An integration key's id (UUID): safe to show and log, unlike the key. */
 export const IntegrationKeyId = Schema.UUID.pipe(Schema.brand("IntegrationKeyId")).annotations({
@@ -55,6 +56,21 @@ export interface Authorized {
 export const rateLimitSubject = (keyId: string): string => `${SUBJECT_PREFIX}${keyId}`
 const SUBJECT_PREFIX = "integration-key:"
 
+/** A key in the operator's listing: never the key, only its last four characters. */
+export const KeySummary = Schema.Struct({
+  id: IntegrationKeyId,
+  /** Null for keys created before the last four characters were kept. */
+  last_four: Schema.NullOr(Schema.String),
+  created_at: Schema.DateFromSelf,
+  /** The latest authenticated request, to the minute (null: never used). */
+  last_used_at: Schema.NullOr(Schema.DateFromSelf),
+  disabled_at: Schema.NullOr(Schema.DateFromSelf)
+}).annotations({ identifier: "KeySummary" })
+export type KeySummary = typeof KeySummary.Type
+
+/** `last_used_at` is written at most this often per key: the Event API's auth path stays read-only. */
+export const LAST_USED_RESOLUTION_MS = 60_000
+
 const digest = (secret: string): Buffer => createHash("sha256").update(secret, "utf8").digest()
 
 /** Keys longer than this are not ours; refusing them early bounds the work per request. */
@@ -66,11 +82,11 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     const sql = yield* SqlClient.SqlClient
 
     const insert = SqlSchema.findOne({
-      Request: Schema.Struct({ accountId: Schema.String, hash: Schema.Uint8ArrayFromSelf }),
+      Request: Schema.Struct({ accountId: Schema.String, hash: Schema.Uint8ArrayFromSelf, lastFour: Schema.String }),
       Result: Schema.Struct({ id: IntegrationKeyId }),
-      execute: ({ accountId, hash }) =>
-        sql`INSERT INTO integration_keys (account_id, secret_hash)
-            SELECT id, ${hash} FROM accounts WHERE id = ${accountId}
+      execute: ({ accountId, hash, lastFour }) =>
+        sql`INSERT INTO integration_keys (account_id, secret_hash, last_four)
+            SELECT id, ${hash}, ${lastFour} FROM accounts WHERE id = ${accountId}
             RETURNING id`
     })
     const disableById = SqlSchema.findOne({
@@ -84,17 +100,35 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       Result: Schema.Struct({
         id: IntegrationKeyId,
         account_id: AccountId,
-        secret_hash: Schema.Uint8ArrayFromSelf
+        secret_hash: Schema.Uint8ArrayFromSelf,
+        last_used_at: Schema.NullOr(Schema.DateFromSelf)
       }),
       execute: (hash) =>
-        sql`SELECT id, account_id, secret_hash FROM integration_keys
+        sql`SELECT id, account_id, secret_hash, last_used_at FROM integration_keys
             WHERE secret_hash = ${hash} AND disabled_at IS NULL`
+    })
+    // The guard keeps concurrent requests (and replicas) from writing the same minute twice.
+    const touch = (id: string) =>
+      sql`UPDATE integration_keys SET last_used_at = now()
+          WHERE id = ${id} AND (last_used_at IS NULL OR last_used_at <= now() - interval '1 minute')`.pipe(
+        Effect.asVoid,
+        Effect.catchAllCause((cause) => Effect.logWarning("Could not record when an integration key was used", cause))
+      )
+    const keysOf = SqlSchema.findAll({
+      Request: Schema.Struct({ accountId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Int }),
+      Result: KeySummary,
+      execute: ({ accountId, after, limit }) =>
+        sql`SELECT id, last_four, created_at, last_used_at, disabled_at FROM integration_keys
+            WHERE account_id = ${accountId}
+              ${after === null ? sql`` : sql`AND seq > (SELECT seq FROM integration_keys WHERE id = ${after})`}
+            ORDER BY seq LIMIT ${limit}`
     })
 
     const decodeAuthorized = Schema.decodeUnknown(Schema.Struct({
       id: IntegrationKeyId,
       account_id: AccountId,
       secret_hash: Schema.Uint8ArrayFromSelf,
+      last_used_at: Schema.NullOr(Schema.DateFromSelf),
       count: Schema.Number,
       window_start: Schema.DateFromSelf
     }))
@@ -110,14 +144,16 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       const now = yield* Clock.currentTimeMillis
       const counted = sql`SELECT ${SUBJECT_PREFIX}::text || id::text, ${RateLimiter.windowStart(policy, now)}::timestamptz, 1 FROM key`
       const rows = yield* Effect.orDie(sql`WITH key AS (
-          SELECT id, account_id, secret_hash FROM integration_keys
+          SELECT id, account_id, secret_hash, last_used_at FROM integration_keys
           WHERE secret_hash = ${hash} AND disabled_at IS NULL
         ), hit AS (${RateLimiter.upsert(sql, counted)})
-        SELECT key.id, key.account_id, key.secret_hash, hit.count, hit.window_start FROM key, hit`)
+        SELECT key.id, key.account_id, key.secret_hash, key.last_used_at, hit.count, hit.window_start FROM key, hit`)
       if (rows.length === 0) return Option.none<Authorized>()
       const row = yield* Effect.orDie(decodeAuthorized(rows[0]))
       // The lookup was by hash; compare the digests again in constant time before trusting the row.
       if (row.secret_hash.length !== hash.length || !timingSafeEqual(row.secret_hash, hash)) return Option.none<Authorized>()
+      // Written only when the stored time is a minute old: most requests add no statement.
+      if (row.last_used_at === null || now - row.last_used_at.getTime() >= LAST_USED_RESOLUTION_MS) yield* touch(row.id)
       return Option.some<Authorized>({
         key: { keyId: row.id, accountId: row.account_id },
         decision: RateLimiter.decide(policy, now, row.count, row.window_start)
@@ -129,7 +165,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       create: Effect.fn("IntegrationKeys.create")(function*(accountId: string) {
         if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
         const secret = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`
-        const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret) }))
+        const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret), lastFour: secret.slice(-4) }))
         if (Option.isNone(row)) return yield* new AccountNotFound({ accountId })
         yield* Audit.record("key.created", { account_id: accountId, key_id: row.value.id })
         return { id: row.value.id, key: Redacted.make(secret) } satisfies CreatedKey
@@ -148,10 +184,34 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
         if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authenticated>()
         const hash = digest(secret)
         const row = yield* Effect.orDie(activeByHash(hash))
-        return Option.flatMap(row, (key) =>
-          key.secret_hash.length === hash.length && timingSafeEqual(key.secret_hash, hash)
-            ? Option.some<Authenticated>({ keyId: key.id, accountId: key.account_id })
-            : Option.none())
+        const found = Option.filter(row, (key) => key.secret_hash.length === hash.length && timingSafeEqual(key.secret_hash, hash))
+        if (Option.isNone(found)) return Option.none<Authenticated>()
+        const key = found.value
+        // Written only when the stored time is a minute old: most requests add no statement.
+        const now = yield* Clock.currentTimeMillis
+        if (key.last_used_at === null || now - key.last_used_at.getTime() >= LAST_USED_RESOLUTION_MS) yield* touch(key.id)
+        return Option.some<Authenticated>({ keyId: key.id, accountId: key.account_id })
+      }),
+
+      /** A page of the account's keys, oldest first (never the keys themselves). */
+      list: Effect.fn("IntegrationKeys.list")(function*(
+        accountId: string,
+        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+      ) {
+        if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
+        const account = yield* sql`SELECT 1 FROM accounts WHERE id = ${accountId}`.pipe(Effect.orDie)
+        if (account.length === 0) return yield* new AccountNotFound({ accountId })
+        return yield* pageOf(
+          options,
+          (after, limit) => Effect.orDie(keysOf({ accountId, after, limit })),
+          (cursor) =>
+            isUuid(cursor)
+              ? sql`SELECT 1 FROM integration_keys WHERE id = ${cursor} AND account_id = ${accountId}`.pipe(
+                Effect.orDie,
+                Effect.map((rows) => rows.length > 0)
+              )
+              : Effect.succeed(false)
+        ) satisfies Effect.Effect<Page<KeySummary>, UnknownCursor>
       }),
 
       /**

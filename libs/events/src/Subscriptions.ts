@@ -10,6 +10,7 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
+import { type Page, pageOf, type UnknownCursor } from "./Page.js"
 
 /** A subscription id (UUID), as the contract brands it. */
 export const SubscriptionId = Events.SubscriptionId
@@ -22,6 +23,16 @@ export const Subscription = Schema.Struct({
   event: Schema.String
 }).annotations({ identifier: "Subscription" })
 export type Subscription = typeof Subscription.Type
+
+/** An active subscription in the operator's listing. */
+export const SubscriptionSummary = Schema.Struct({
+  id: SubscriptionId,
+  target_url: Schema.String,
+  event: Schema.String,
+  created_by_key_id: Schema.String,
+  created_at: Schema.DateFromSelf
+}).annotations({ identifier: "SubscriptionSummary" })
+export type SubscriptionSummary = typeof SubscriptionSummary.Type
 
 /** Creates, removes and lists subscriptions. */
 export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/events/Subscriptions", {
@@ -65,6 +76,15 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
             WHERE account_id = ${accountId} AND removed_at IS NULL
             ORDER BY seq`
     })
+    const pageOfAccount = SqlSchema.findAll({
+      Request: Schema.Struct({ accountId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Int }),
+      Result: SubscriptionSummary,
+      execute: ({ accountId, after, limit }) =>
+        sql`SELECT id, target_url, event, created_by_key_id, created_at FROM subscriptions
+            WHERE account_id = ${accountId} AND removed_at IS NULL
+              ${after === null ? sql`` : sql`AND seq > (SELECT seq FROM subscriptions WHERE id = ${after})`}
+            ORDER BY seq LIMIT ${limit}`
+    })
 
     return {
       /** Stores a new subscription and returns its id (a repeat creates another). */
@@ -101,6 +121,25 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       /** The account's active subscriptions, oldest first. */
       list: Effect.fn("Subscriptions.list")(function*(accountId: AccountId) {
         return yield* Effect.orDie(allActive(accountId))
+      }),
+
+      /** A page of the account's active subscriptions, oldest first (the account is not checked here). */
+      page: Effect.fn("Subscriptions.page")(function*(
+        accountId: string,
+        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+      ) {
+        return yield* pageOf(
+          options,
+          (after, limit) =>
+            isUuid(accountId) ? Effect.orDie(pageOfAccount({ accountId, after, limit })) : Effect.succeed([]),
+          (cursor) =>
+            isUuid(cursor) && isUuid(accountId)
+              ? sql`SELECT 1 FROM subscriptions WHERE id = ${cursor} AND account_id = ${accountId}`.pipe(
+                Effect.orDie,
+                Effect.map((rows) => rows.length > 0)
+              )
+              : Effect.succeed(false)
+        ) satisfies Effect.Effect<Page<SubscriptionSummary>, UnknownCursor>
       })
     }
   })

@@ -159,8 +159,8 @@ export type JobResult = Data.TaggedEnum<{
 /** Constructors of `JobResult`. */
 export const JobResult = Data.taggedEnum<JobResult>()
 
-/** How a replay went. */
-export type ReplayOutcome = "queued" | "already_pending" | "not_found"
+/** How a replay went (`completed`: it had succeeded and the caller asked to keep such jobs). */
+export type ReplayOutcome = "queued" | "already_pending" | "not_found" | "completed"
 
 /** Statements over one queue table for one lease owner. */
 export interface JobQueue<A> {
@@ -336,9 +336,12 @@ export const depth = (table: string): Effect.Effect<Depth, never, SqlClient.SqlC
 export interface ReplayExtras {
   /**
    * More assignments of the row's own columns, developer-written SQL (e.g.
-   * sql`replays = replays + 1, finished_at = NULL`).
+   * sql`replays = replays + 1, finished_at = NULL`). They see the row as
+   * it was (e.g. `attempts` before it is reset).
    */
   readonly assignments?: Statement.Fragment | undefined
+  /** Leave a job in the completed status as it is (outcome `completed`). */
+  readonly keepCompleted?: boolean | undefined
 }
 
 /**
@@ -357,6 +360,7 @@ export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = 
         const status = rows[0]?.status
         if (status === undefined) return "not_found" as const
         if (status === "pending") return "already_pending" as const
+        if (status === jobs.completedStatus && extras.keepCompleted === true) return "completed" as const
         yield* sql`UPDATE ${t} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
           lease_owner = NULL, lease_expires_at = NULL ${more} WHERE id = ${id}`
         return "queued" as const

@@ -10,7 +10,10 @@
  *   push job with its receipts.
  * - `GET|PUT /v1/accounts/{id}/routing` → `{crm_push, classifications}`.
  * - `GET /v1/crm-pushes?status=failed|pending|succeeded&account=ID&limit=N`,
- *   `GET /v1/crm-pushes/{id}`, `POST /v1/crm-pushes/{id}/replay`.
+ *   `GET /v1/crm-pushes/{id}`, `POST /v1/crm-pushes/{id}/replay[?force=true]`: a
+ *   failed job is queued again (its attempts so far kept in
+ *   `previous_attempts`); a succeeded one only with `force=true` (409 otherwise:
+ *   the push would run again).
  *
  * The groups get the admin-token middleware where InternalApi adds them
  * (importing it here would be an import cycle).
@@ -25,6 +28,24 @@ import { ReplayAnswer } from "./Replay.js"
 export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("OutcomeConflict", { error: Schema.String }) {
   static readonly wire = Events.errorObject(this, 409, "The call already has a different outcome; an outcome is accepted once per call.")
 }
+
+/** 409: the job already succeeded; replaying it needs `force=true`. */
+export class PushSucceeded extends Schema.TaggedError<PushSucceeded>()("PushSucceeded", { error: Schema.String }) {
+  static readonly wire = Events.errorObject(
+    this,
+    409,
+    "The CRM push job already succeeded; replay it with force=true to push it again.",
+    "PushSucceededError"
+  )
+}
+
+/** Query of POST /v1/crm-pushes/{id}/replay. */
+export const PushReplayParams = Schema.Struct({
+  force: Schema.optionalWith(
+    Schema.Literal("true", "false").annotations({ message: () => "force must be true or false" }),
+    { exact: true }
+  )
+})
 
 /**
  * A push job as the operator sees it: the stored job with its times as ISO
@@ -131,7 +152,10 @@ export class PushesGroup extends HttpApiGroup.make("pushes")
   .add(
     HttpApiEndpoint.post("replay", "/v1/crm-pushes/:id/replay")
       .setPath(Schema.Struct({ id: Schema.String }))
+      .setUrlParams(PushReplayParams)
       .addSuccess(ReplayAnswer, { status: 202 })
+      .addError(Events.BadRequest.wire)
       .addError(Events.NotFound.wire)
+      .addError(PushSucceeded.wire)
   )
 {}

@@ -8,12 +8,14 @@ import { Accounts } from "@crm-relay/events"
 import { Effect, Layer, Option, Schema, Struct } from "effect"
 import { InternalApi, unknownAccount } from "../InternalApi.js"
 import * as Replay from "./Replay.js"
-import { OutcomeConflict, outcomeAsStored, type OutcomeView, type PushJobView } from "./CallsApi.js"
+import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "./CallsApi.js"
 
 /** Sentences of the post-call errors. */
 export const messages = {
   unknownOutcome: "No outcome has been accepted for this call id.",
   unknownPush: "No CRM push job with this id exists.",
+  pushSucceeded: (id: string) =>
+    `CRM push job ${id} already succeeded; replaying it would push the call to the CRM again. Pass force to do it anyway.`,
   outcomeConflict: (callId: string) =>
     `Call ${callId} already has a different outcome; an outcome is accepted once per call.`
 } as const
@@ -31,6 +33,7 @@ export const pushView = (job: CrmPushJobs.PushJob | CrmPushJobs.PushJobDetail): 
   status: job.status,
   failure: job.status !== "failed" ? null : job.error_class === "Transient" ? "dead_lettered" : "stopped",
   attempts: job.attempts,
+  previous_attempts: job.previous_attempts,
   next_attempt_at: iso(job.next_attempt_at),
   error_class: job.error_class,
   last_error: job.last_error,
@@ -99,9 +102,12 @@ const PushesLive = HttpApiBuilder.group(InternalApi, "pushes", (handlers) =>
           Option.isNone(job)
             ? new Events.NotFound({ error: messages.unknownPush })
             : Effect.succeed(pushView(job.value))))
-      .handle("replay", ({ path }) =>
-        jobs.replay(path.id).pipe(
-          Effect.flatMap(Replay.found(() => new Events.NotFound({ error: messages.unknownPush }))),
+      .handle("replay", ({ path, urlParams }) =>
+        jobs.replay(path.id, { force: urlParams.force === "true" }).pipe(
+          Effect.flatMap(Replay.found(
+            () => new Events.NotFound({ error: messages.unknownPush }),
+            () => new PushSucceeded({ error: messages.pushSucceeded(path.id) })
+          )),
           Effect.map((outcome) => ({ id: path.id, outcome }))
         ))
   }))

@@ -176,10 +176,20 @@ export class RotationRefused extends Schema.TaggedError<RotationRefused>()("Rota
   )
 }
 
+/**
+ * Query of POST /v1/master-key/rotate: `master_key_id`, the id (fingerprint)
+ * of the master key the caller wants the new data key wrapped under; the
+ * server refuses (409) when its own MASTER_KEY is another one.
+ */
+export const RotationParams = Schema.Struct({
+  master_key_id: Schema.optionalWith(Schema.String, { exact: true })
+})
+
 /** Master key rotation: a new data key, every secret re-sealed under it, while the service runs. */
 export class MasterKeyGroup extends HttpApiGroup.make("masterKey")
   .add(
     HttpApiEndpoint.post("rotate", "/v1/master-key/rotate")
+      .setUrlParams(RotationParams)
       .addSuccess(RotationAnswer)
       .addError(RotationRefused.wire)
   )

@@ -13,7 +13,11 @@ import { CheckRefused, ConnectionNotAllowed, type ConnectionRequest, type Connec
 
 /** Sentences of these groups' errors. */
 export const messages = {
-  noConnection: (tenantId: string) => `Tenant ${tenantId} has no bridge connection; set one first.`
+  noConnection: (tenantId: string) => `Tenant ${tenantId} has no bridge connection; set one first.`,
+  otherMasterKey: (server: string, asked: string) =>
+    `The running server encrypts under master key ${server}, not under the MASTER_KEY given to the command (${asked}); ` +
+    "nothing was changed. Restart the server with MASTER_KEY=<new key> and MASTER_KEY_PREVIOUS=<old key>, then run " +
+    "`crm-relay master-key rotate` again with the same MASTER_KEY."
 } as const
 
 /** The connection form's body as the Connections service takes it. */
@@ -110,8 +114,14 @@ const SigningSecretLive = HttpApiBuilder.group(InternalApi, "signingSecret", (ha
 const MasterKeyLive = HttpApiBuilder.group(InternalApi, "masterKey", (handlers) =>
   Effect.gen(function*() {
     const vault = yield* Vault.Vault
-    return handlers.handle("rotate", () =>
-      vault.rotate().pipe(
+    return handlers.handle("rotate", ({ urlParams }) => {
+      const asked = urlParams.master_key_id
+      // The rotation the caller asked for, or none: never one under a master key it did not name.
+      const rotation: Effect.Effect<Vault.RotationReport, Vault.VaultError | RotationRefused> =
+        asked !== undefined && asked !== vault.masterKeyId
+          ? Effect.fail(new RotationRefused({ error: messages.otherMasterKey(vault.masterKeyId, asked) }))
+          : vault.rotate()
+      return rotation.pipe(
         Effect.map((report) => ({
           key_id: report.keyId,
           master_key_id: vault.masterKeyId,
@@ -120,7 +130,8 @@ const MasterKeyLive = HttpApiBuilder.group(InternalApi, "masterKey", (handlers) 
           deleted_keys: report.deletedKeys
         })),
         Effect.catchTag("VaultError", (error) => new RotationRefused({ error: error.message }))
-      ))
+      )
+    })
   }))
 
 /** The handlers of the connections, signing-secret and master-key groups. */

@@ -17,6 +17,14 @@ export type ReplayAnswer = typeof ReplayAnswer.Type
 /** A replay of a row that exists. */
 export type Replayed = ReplayAnswer["outcome"]
 
-/** The outcome of a replay, or `unknown()` when no row has that id. */
-export const found = <E>(unknown: () => E) => (outcome: JobQueue.ReplayOutcome): Effect.Effect<Replayed, E> =>
-  outcome === "not_found" ? Effect.fail(unknown()) : Effect.succeed(outcome)
+/**
+ * The outcome of a replay, or `unknown()` when no row has that id, or
+ * `completed()` when the row succeeded and the replay kept it as it is.
+ */
+export const found = <E, C = E>(unknown: () => E, completed?: () => C) =>
+(outcome: JobQueue.ReplayOutcome): Effect.Effect<Replayed, E | C> =>
+  outcome === "not_found"
+    ? Effect.fail(unknown())
+    : outcome === "completed"
+    ? (completed === undefined ? Effect.dieMessage("A replay kept a completed job that it was not asked to keep.") : Effect.fail(completed()))
+    : Effect.succeed(outcome)

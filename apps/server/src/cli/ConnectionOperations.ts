@@ -7,10 +7,13 @@
 import { Connections } from "@crm-relay/calls"
 import type { Operations } from "@crm-relay/contract"
 import { Migrations, Vault } from "@crm-relay/store"
-import { Context, Effect, Layer } from "effect"
-import { AdminError, unknownAccount } from "../AdminError.js"
-import type { ConnectionRequest, RotationAnswer } from "../api/ConnectionsApi.js"
-import { toSettings } from "../api/ConnectionsApiLive.js"
+import { Context, Effect, Layer, Option } from "effect"
+import { AdminError, refused, unknownAccount } from "../AdminError.js"
+import type { PageRequest } from "../AdminOperations.js"
+import type { ConnectionRequest, ConnectionView, RotationAnswer } from "../api/ConnectionsApi.js"
+import { messages, toSettings } from "../api/ConnectionsApiLive.js"
+import type { ConnectionPage } from "../api/ListingsApi.js"
+import { connectionView } from "../api/ListingsApiLive.js"
 import * as BridgeLayers from "../BridgeLayers.js"
 import * as ConnectionsLayers from "../ConnectionsLayers.js"
 import * as MasterKey from "../MasterKey.js"
@@ -27,8 +30,18 @@ export class ConnectionOperations extends Context.Tag("@crm-relay/server/Connect
   ) => Effect.Effect<Operations.CapabilitiesResponse, AdminError>
   /** Runs the capabilities check on the stored connection and stores the capabilities. */
   readonly test: (accountId: string, tenantId: string) => Effect.Effect<Operations.CapabilitiesResponse, AdminError>
-  /** Re-seals every secret under a new data key. */
-  readonly rotate: Effect.Effect<RotationAnswer, AdminError>
+  /** A page of the account's connections, by tenant id (never a secret). */
+  readonly list: (accountId: string, page: PageRequest) => Effect.Effect<ConnectionPage, AdminError>
+  /** The tenant's stored connection (never the secret). */
+  readonly show: (accountId: string, tenantId: string) => Effect.Effect<ConnectionView, AdminError>
+  /** Deletes the tenant's connection and its sealed secret. */
+  readonly remove: (accountId: string, tenantId: string) => Effect.Effect<void, AdminError>
+  /**
+   * Re-seals every secret under a new data key wrapped under the master key
+   * `masterKeyId` (the operator's MASTER_KEY; a running server refuses when
+   * its own is another one), or under this process's keys when none is given.
+   */
+  readonly rotate: (masterKeyId: Option.Option<string>) => Effect.Effect<RotationAnswer, AdminError>
 }>() {}
 
 /** The CLI flag of a connection-form field, so a refusal points at what to fix on the command line. */
@@ -44,7 +57,9 @@ export const FLAGS: Readonly<Record<string, string>> = {
 }
 
 const invalid = (field: string | undefined, message: string) =>
-  new AdminError({ message: field === undefined ? message : `${FLAGS[field] ?? field}: ${message}` })
+  refused(field === undefined ? message : `${FLAGS[field] ?? field}: ${message}`)
+
+const noConnection = (tenantId: string) => refused(messages.noConnection(tenantId))
 
 const explain = (error: Connections.ConnectError | Connections.ConnectionNotFound): AdminError => {
   switch (error._tag) {
@@ -52,6 +67,9 @@ const explain = (error: Connections.ConnectError | Connections.ConnectionNotFoun
       return unknownAccount(error.accountId)
     case "InvalidConnection":
       return invalid(error.field, error.message)
+    case "ConnectionNotAllowed":
+    case "ConnectionNotFound":
+      return refused(error.message)
     case "CheckFailed":
       return new AdminError({
         // A diagnosed failure already names its next step; otherwise an unreachable bridge is worth another try.
@@ -59,8 +77,6 @@ const explain = (error: Connections.ConnectError | Connections.ConnectionNotFoun
           ? `${error.message} Nothing was stored; try again later.`
           : `${error.message} Nothing was stored.`
       })
-    default:
-      return new AdminError({ message: error.message })
   }
 }
 
@@ -79,7 +95,7 @@ const answer = (report: Vault.RotationReport, masterKeyId: string): RotationAnsw
 export const layerDirect = (settings: CliSettings) =>
   Layer.unwrapEffect(
     Effect.map(
-      MasterKey.resolve(settings).pipe(Effect.mapError((error) => new AdminError({ message: error.message }))),
+      MasterKey.resolve(settings).pipe(Effect.mapError((error) => refused(error.message))),
       (keys) =>
         Layer.effect(
           ConnectionOperations,
@@ -94,7 +110,28 @@ export const layerDirect = (settings: CliSettings) =>
                 ),
               test: (accountId, tenantId) =>
                 connections.test(accountId, tenantId).pipe(Effect.mapError(explain), Effect.catchAllDefect(defect)),
-              rotate: vault.rotate().pipe(
+              list: (accountId, page) =>
+                connections.list(accountId, { limit: page.limit, cursor: Option.getOrUndefined(page.cursor) }).pipe(
+                  Effect.map((found) => ({
+                    connections: found.connections.map((c) => connectionView(accountId, c)),
+                    next_cursor: Option.getOrNull(found.nextCursor)
+                  })),
+                  Effect.mapError(explain),
+                  Effect.catchAllDefect(defect)
+                ),
+              show: (accountId, tenantId) =>
+                connections.summary(accountId, tenantId).pipe(
+                  Effect.mapError(explain),
+                  Effect.flatMap(Option.match({
+                    onNone: () => Effect.fail(noConnection(tenantId)),
+                    onSome: (c) => Effect.succeed(connectionView(accountId, c))
+                  })),
+                  Effect.catchAllDefect(defect)
+                ),
+              remove: (accountId, tenantId) =>
+                connections.remove(accountId, tenantId).pipe(Effect.mapError(explain), Effect.catchAllDefect(defect)),
+              rotate: () =>
+                vault.rotate().pipe(
                 Effect.map((report) => answer(report, vault.masterKeyId)),
                 Effect.mapError((error) => new AdminError({ message: error.message })),
                 Effect.catchAllDefect(defect)
@@ -121,20 +158,17 @@ export const layerDirect = (settings: CliSettings) =>
   )
 
 /** Through the internal API of the server at `baseUrl`. */
-export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseUrl, client, failed }) => {
+export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseUrl, client, explain: explainRemote, failed }) => {
   const fail = (error: { readonly _tag: string; readonly error?: unknown; readonly field?: unknown }): AdminError => {
     const sentence = typeof error.error === "string" ? error.error : undefined
     switch (error._tag) {
       case "InvalidSettings":
         return invalid(typeof error.field === "string" ? error.field : undefined, sentence ?? "The request was refused.")
-      case "NotFound":
-      case "ConnectionNotAllowed":
       case "CheckRefused":
       case "Unavailable":
-      case "RotationRefused":
         return new AdminError({ message: sentence ?? `The running server at ${baseUrl} refused the request.` })
       default:
-        return failed(error)
+        return sentence === undefined ? failed(error) : explainRemote(error)
     }
   }
   const path = (id: string, tenantId: string) => ({ path: { id, tenantId } })
@@ -146,7 +180,17 @@ export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseU
       ),
     test: (accountId, tenantId) =>
       client.connections.test(path(accountId, tenantId)).pipe(Effect.map((a) => a.capabilities), Effect.mapError(fail)),
-    rotate: client.masterKey.rotate().pipe(Effect.mapError(fail))
+    list: (accountId, page) =>
+      client.connectionListing.list({
+        path: { id: accountId },
+        urlParams: { limit: page.limit, ...(Option.isSome(page.cursor) ? { cursor: page.cursor.value } : {}) }
+      }).pipe(Effect.mapError(fail)),
+    show: (accountId, tenantId) => client.connections.get(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
+    remove: (accountId, tenantId) => client.connectionListing.remove(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
+    rotate: (masterKeyId) =>
+      client.masterKey.rotate({ urlParams: Option.isSome(masterKeyId) ? { master_key_id: masterKeyId.value } : {} }).pipe(
+        Effect.mapError(fail)
+      )
   })
 })
 

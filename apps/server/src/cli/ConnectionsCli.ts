@@ -1,5 +1,5 @@
 /**
- * `crm-relay connections set|test` and `crm-relay master-key rotate`.
+ * `crm-relay connections set|test|list|show|remove` and `crm-relay master-key rotate`.
  *
  * Secrets on a command line land in shell history and process listings, so
  * the API key and the client secret can also come from the environment
@@ -8,11 +8,13 @@
  */
 import { Command, Options } from "@effect/cli"
 import type { Operations } from "@crm-relay/contract"
-import { Config, type Context, Effect, Option, Redacted } from "effect"
+import { Config, type Context, Effect, Either, Option, Redacted } from "effect"
 import { text } from "node:stream/consumers"
-import { AdminError } from "../AdminError.js"
-import type { ConnectionRequest } from "../api/ConnectionsApi.js"
+import { AdminError, refused } from "../AdminError.js"
+import type { ConnectionRequest, ConnectionView } from "../api/ConnectionsApi.js"
+import * as Settings from "../Settings.js"
 import type * as ConnectionOps from "./ConnectionOperations.js"
+import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
 
 /** Environment variables that may hold the secret inputs of `connections set`. */
@@ -78,15 +80,15 @@ const set = Command.make(
     Effect.gen(function*() {
       const oauth = Option.isSome(input.tokenUrl) || Option.isSome(input.clientId)
       if (oauth && Option.isSome(input.apiKey)) {
-        return yield* new AdminError({ message: "Give either --api-key or OAuth client credentials (--token-url, --client-id, --client-secret), not both." })
+        return yield* refused("Give either --api-key or OAuth client credentials (--token-url, --client-id, --client-secret), not both.")
       }
       let auth: ConnectionRequest["auth"]
       if (oauth) {
         const secret = yield* secretFrom(input.clientSecret, SECRET_ENV.clientSecret)
         if (Option.isNone(input.tokenUrl) || Option.isNone(input.clientId) || Option.isNone(secret)) {
-          return yield* new AdminError({
-            message: `OAuth client credentials need --token-url, --client-id and --client-secret (or ${SECRET_ENV.clientSecret}).`
-          })
+          return yield* refused(
+            `OAuth client credentials need --token-url, --client-id and --client-secret (or ${SECRET_ENV.clientSecret}).`
+          )
         }
         auth = {
           type: "oauth",
@@ -98,10 +100,10 @@ const set = Command.make(
       } else {
         const key = yield* secretFrom(input.apiKey, SECRET_ENV.apiKey)
         if (Option.isNone(key)) {
-          return yield* new AdminError({
-            message: `Give --api-key (or ${SECRET_ENV.apiKey}, or --api-key - to read it from standard input), ` +
+          return yield* refused(
+            `Give --api-key (or ${SECRET_ENV.apiKey}, or --api-key - to read it from standard input), ` +
               "or OAuth client credentials: --token-url, --client-id and --client-secret."
-          })
+          )
         }
         auth = { type: "api_key", key: key.value }
       }
@@ -136,16 +138,92 @@ const test = Command.make("test", { account, tenant, json }, ({ account, json, t
     Command.withDescription("Run the capabilities check again on a tenant's stored connection and store what the bridge answers.")
   )
 
+/** A connection as text: never the secret, only its kind. */
+const describeConnection = (c: ConnectionView) =>
+  [
+    `${c.tenant_id}  ${c.transport}  ${c.url}`,
+    `    credential: ${c.auth.type === "api_key" ? "API key" : `OAuth client ${c.auth.client_id} at ${c.auth.token_url}`}` +
+    `  version ${c.version}  last check ${c.checked_at}`,
+    `    ${describe(c.capabilities)}`
+  ].join("\n")
+
+const list = Command.make(
+  "list",
+  { account, limit: Flags.limit, cursor: Flags.cursor, json },
+  ({ account, json, ...flags }) =>
+    withOperations((operations) =>
+      Effect.flatMap(operations.list(account, Flags.pageRequest(flags)), (page) =>
+        print(
+          json,
+          page,
+          [
+            page.connections.length === 0
+              ? `Account ${account} has no bridge connections.`
+              : page.connections.map(describeConnection).join("\n"),
+            ...Flags.moreLine(page.next_cursor, `crm-relay connections list --account ${account}`)
+          ].join("\n")
+        ))
+    )
+).pipe(
+  Command.withDescription(
+    "List an account's bridge connections by tenant: transport, URL, credential kind, capabilities and last check (never the secret)."
+  )
+)
+
+const show = Command.make("show", { account, tenant, json }, ({ account, json, tenant }) =>
+  withOperations((operations) =>
+    Effect.flatMap(operations.show(account, tenant), (connection) => print(json, connection, describeConnection(connection)))
+  )).pipe(
+    Command.withDescription("Show one tenant's bridge connection: transport, URL, credential kind, capabilities, last check (never the secret).")
+  )
+
+const remove = Command.make("remove", { account, tenant, json }, ({ account, json, tenant }) =>
+  withOperations((operations) =>
+    Effect.zipRight(
+      operations.remove(account, tenant),
+      print(
+        json,
+        { account_id: account, tenant_id: tenant, removed: true },
+        `Removed the bridge connection of tenant ${tenant}; its secret is deleted and its calls reach no CRM until it is set again.`
+      )
+    )
+  )).pipe(
+    Command.withDescription("Remove a tenant's bridge connection and delete its stored secret; push jobs then stop as not configured.")
+  )
+
 /** `crm-relay connections`. */
 export const connections = Command.make("connections").pipe(
-  Command.withDescription("Connect client tenants' CRM bridges."),
-  Command.withSubcommands([set, test])
+  Command.withDescription("Connect, list and remove client tenants' CRM bridges."),
+  Command.withSubcommands([set, test, list, show, remove])
 )
+
+/**
+ * The master key the operator asks to rotate under: MASTER_KEY's id when
+ * set. A malformed MASTER_KEY or MASTER_KEY_PREVIOUS is refused before
+ * anything runs, whichever way the command reaches the data.
+ */
+const askedMasterKey = Effect.gen(function*() {
+  const settings = yield* Settings.CliSettings
+  // Loaded here, not at start: the Vault module brings the SQL client with it.
+  const Vault = yield* Effect.promise(() => import("@crm-relay/store/Vault"))
+  const parse = (text: Redacted.Redacted<string>, name: string) =>
+    Either.match(Vault.parseMasterKey(text, name), {
+      onLeft: (message) => Effect.fail(refused(message)),
+      onRight: (key) => Effect.succeed(key.id)
+    })
+  if (Option.isSome(settings.masterKeyPrevious)) {
+    const previous = Redacted.value(settings.masterKeyPrevious.value).split(",").map((s) => s.trim()).filter((s) => s !== "")
+    yield* Effect.forEach(previous, (text) => parse(Redacted.make(text), "Each key of MASTER_KEY_PREVIOUS"))
+  }
+  return Option.isSome(settings.masterKey)
+    ? Option.some(yield* parse(settings.masterKey.value, "MASTER_KEY"))
+    : Option.none<string>()
+})
 
 const rotate = Command.make("rotate", { json }, ({ json }) =>
   withOperations((operations) =>
     Effect.gen(function*() {
-      const report = yield* operations.rotate
+      const report = yield* Effect.flatMap(askedMasterKey, operations.rotate)
       yield* print(
         json,
         report,
@@ -165,7 +243,7 @@ const rotate = Command.make("rotate", { json }, ({ json }) =>
       "Re-encrypt every stored secret (bridge credentials, webhook signing secrets) under a new data key while the service " +
         "keeps running. To change MASTER_KEY: run it with the new MASTER_KEY and MASTER_KEY_PREVIOUS=<old key>, restart every " +
         "replica with the new MASTER_KEY, then run it again with the new key only. When a running server holds the embedded " +
-        "database, that server rotates, with its own keys."
+        "database, that server rotates; a MASTER_KEY given here must be the server's own, or nothing is changed and the command says why."
     )
   )
 

@@ -10,8 +10,9 @@
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Database, DataDirLock } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
-import { type Context, Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
-import { AdminError, databaseFailure } from "../AdminError.js"
+import { ErrorResponses } from "@crm-relay/events"
+import { type Context, Duration, Effect, Layer, Option, ParseResult, Redacted, Schedule } from "effect"
+import { AdminError, databaseFailure, refused } from "../AdminError.js"
 import * as AdminToken from "../AdminToken.js"
 import { InternalApi } from "../InternalApi.js"
 import * as Logging from "../Logging.js"
@@ -30,7 +31,27 @@ export interface Remote {
   readonly client: Effect.Effect.Success<ReturnType<typeof makeClient>>
   /** The AdminError for a failure the operation does not explain itself: the token refused, or no proper answer. */
   readonly failed: (error: { readonly _tag: string }) => AdminError
+  /**
+   * The AdminError for any failure of a call: the API's own sentence when it
+   * answered with the Error object (a refusal of the request exits 2), else as `failed`.
+   */
+  readonly explain: (error: { readonly _tag: string }) => AdminError
 }
+
+/** Errors of the internal API that refuse the request itself (400, 404, 409): the operator's to fix. */
+const REFUSALS: ReadonlySet<string> = new Set([
+  "BadRequest",
+  "NotFound",
+  "InvalidSettings",
+  "ConnectionNotAllowed",
+  "PushSucceeded",
+  "RotationRefused",
+  "OutcomeConflict"
+])
+
+/** The sentence of an Error-object answer, if `error` is one. */
+const sentenceOf = (error: object): string | undefined =>
+  "error" in error && typeof error.error === "string" ? error.error : undefined
 
 /** The operations of `tag` through the internal API of the server at `baseUrl`, as `make` builds them. */
 export const layerRemote = <I, S>(tag: Context.Tag<I, S>, make: (remote: Remote) => S) =>
@@ -40,17 +61,22 @@ export const layerRemote = <I, S>(tag: Context.Tag<I, S>, make: (remote: Remote)
 ): Layer.Layer<I, never, HttpClient.HttpClient> =>
   Layer.effect(
     tag,
-    Effect.map(makeClient(baseUrl, token), (client) =>
-      make({
-        baseUrl,
-        client,
-        failed: (error) =>
-          new AdminError({
-            message: error._tag === "Unauthorized"
-              ? "The running server refused the admin token (set ADMIN_TOKEN, or keep DATA_DIR/admin-token)."
-              : `The running server at ${baseUrl} did not answer properly.`
-          })
-      }))
+    Effect.map(makeClient(baseUrl, token), (client) => {
+      const failed = (error: { readonly _tag: string }) =>
+        new AdminError({
+          message: error._tag === "Unauthorized"
+            ? "The running server refused the admin token (set ADMIN_TOKEN, or keep DATA_DIR/admin-token)."
+            : `The running server at ${baseUrl} did not answer properly.`
+        })
+      const explain = (error: { readonly _tag: string }) => {
+        // The client encodes the request with the API's Schemas before sending it: the value was refused.
+        if (error instanceof ParseResult.ParseError) return refused(ErrorResponses.decodeFailureSentence(error))
+        const sentence = sentenceOf(error)
+        if (error._tag === "Unauthorized" || sentence === undefined) return failed(error)
+        return REFUSALS.has(error._tag) ? refused(sentence) : new AdminError({ message: sentence })
+      }
+      return make({ baseUrl, client, failed, explain })
+    })
   )
 
 /** While a server is starting it holds the directory before publishing its address: wait that long. */

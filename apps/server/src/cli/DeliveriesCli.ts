@@ -1,18 +1,24 @@
 /**
- * `crm-relay deliveries list|replay`: an account's webhook deliveries,
- * latest first (status, attempts, last error, next attempt), and replaying
- * one (queued again with the same webhook-id).
+ * `crm-relay deliveries list|replay`: webhook deliveries, latest first
+ * (status, attempts, last error, next attempt) — one account's, or those in
+ * some statuses across all accounts — and replaying one, or every delivery
+ * in some statuses (queued again with the same webhook-id), with progress.
  */
 import { Command, Options } from "@effect/cli"
-import * as Deliveries from "@crm-relay/events/DeliveryPages"
 import { type Context, Effect, Option } from "effect"
+import { refused } from "../AdminError.js"
 import type { DeliveryView } from "../api/DeliveriesApi.js"
 import type * as Operations from "./DeliveryOperations.js"
+import type { SearchFilter } from "./DeliveryOperations.js"
+import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
+import * as Progress from "./Progress.js"
 
 // Loaded when the command runs: help and the other commands never load the data access.
 const withDeliveries = <A, E>(f: (operations: Context.Tag.Service<typeof Operations.DeliveryOperations>) => Effect.Effect<A, E>) =>
   Effect.flatMap(Effect.promise(() => import("./DeliveryOperations.js")), (operations) => operations.withOperations(f))
+
+const STATUSES = ["pending", "delivered", "failed"] as const
 
 /** One delivery as text: a headline, the target, and what went wrong last. */
 export const describeDelivery = (d: DeliveryView): string => {
@@ -27,52 +33,131 @@ export const describeDelivery = (d: DeliveryView): string => {
   ].join("\n")
 }
 
+const account = Options.text("account").pipe(Options.optional, Options.withDescription("Only this account's deliveries."))
+
+const since = Options.text("since").pipe(
+  Options.optional,
+  Options.withDescription("Only deliveries created at or after this time (ISO 8601, e.g. 2026-01-31T12:00:00Z).")
+)
+
+const parseSince = (given: Option.Option<string>) =>
+  Option.match(given, {
+    onNone: () => Effect.succeed(Option.none<Date>()),
+    onSome: (text) => {
+      const at = new Date(text)
+      return Number.isNaN(at.getTime())
+        ? Effect.fail(refused(`--since: ${JSON.stringify(text)} is not a date and time; use ISO 8601, e.g. 2026-01-31T12:00:00Z.`))
+        : Effect.succeed(Option.some(at))
+    }
+  })
+
 const list = Command.make(
   "list",
   {
-    account: Options.text("account").pipe(Options.withDescription("Id of the account whose deliveries to list.")),
-    limit: Options.integer("limit").pipe(
-      Options.withDefault(Deliveries.DEFAULT_PAGE),
-      Options.withDescription(`At most this many (1 to ${Deliveries.MAX_PAGE}).`)
-    ),
-    cursor: Options.text("cursor").pipe(
-      Options.optional,
-      Options.withDescription("Continue after this delivery (the next_cursor of the previous page).")
-    ),
+    account,
+    status: Flags.status(STATUSES, "Which deliveries to list (default: every status of --account; failed across all accounts)."),
+    limit: Flags.limit,
+    cursor: Flags.cursor,
     json
   },
-  ({ account, cursor, json, limit }) =>
+  ({ account, json, status, ...flags }) =>
     withDeliveries((operations) =>
-      Effect.flatMap(operations.list(account, { limit: Math.min(Math.max(limit, 1), Deliveries.MAX_PAGE), cursor }), (page) =>
-        print(
+      Effect.gen(function*() {
+        const page = Flags.pageRequest(flags)
+        // One account's deliveries in every status is the original listing; anything else searches by status.
+        const found = Option.isSome(account) && status.length === 0
+          ? yield* operations.list(account.value, { limit: page.limit, cursor: page.cursor })
+          : yield* operations.search({
+            statuses: yield* Flags.statuses(status, STATUSES, ["failed"]),
+            accountId: account,
+            since: Option.none()
+          }, page)
+        const again = ["crm-relay deliveries list", ...Option.toArray(Option.map(account, (id) => `--account ${id}`)), ...status.map((s) => `--status ${s}`)]
+        yield* print(
           json,
-          page,
+          found,
           [
-            page.deliveries.length === 0 ? "No deliveries." : page.deliveries.map(describeDelivery).join("\n"),
-            ...Option.match(Option.fromNullable(page.next_cursor), {
-              onNone: () => [],
-              onSome: (next) => [`More: crm-relay deliveries list --account ${account} --cursor ${next}`]
-            })
+            found.deliveries.length === 0 ? "No deliveries." : found.deliveries.map(describeDelivery).join("\n"),
+            ...Flags.moreLine(found.next_cursor, again.join(" "))
           ].join("\n")
-        ))
+        )
+      })
     )
-).pipe(Command.withDescription("List an account's webhook deliveries, latest first, with status, attempts, last error and next attempt."))
+).pipe(
+  Command.withDescription(
+    "List webhook deliveries, latest first, with status, attempts, last error and next attempt: one account's (--account), " +
+      "or those in --status across all accounts."
+  )
+)
+
+/** Every delivery the filter finds, page by page (ids first, so replays do not shift the pages). */
+const everyId = (operations: Context.Tag.Service<typeof Operations.DeliveryOperations>, filter: SearchFilter) =>
+  Effect.suspend(() =>
+    Effect.iterate({ ids: [] as ReadonlyArray<string>, cursor: Option.none<string>(), done: false }, {
+      while: (state) => !state.done,
+      body: (state) =>
+        Effect.map(operations.search(filter, { limit: 200, cursor: state.cursor }), (page) => ({
+          ids: [...state.ids, ...page.deliveries.map((d) => d.id)],
+          cursor: Option.fromNullable(page.next_cursor),
+          done: page.next_cursor === null
+        }))
+    }).pipe(Effect.map((state) => state.ids)))
 
 const replay = Command.make(
   "replay",
-  { id: Options.text("id").pipe(Options.withDescription("Id of the delivery to send again.")), json },
-  ({ id, json }) =>
+  {
+    id: Options.text("id").pipe(Options.optional, Options.withDescription("Id of the delivery to send again.")),
+    status: Flags.status(["delivered", "failed"], "Replay every delivery in these statuses instead of one --id."),
+    account,
+    since,
+    json
+  },
+  ({ account, id, json, since, status }) =>
     withDeliveries((operations) =>
-      Effect.flatMap(operations.replay(id), (outcome) =>
-        print(
+      Effect.gen(function*() {
+        if (Option.isSome(id)) {
+          if (status.length > 0 || Option.isSome(account) || Option.isSome(since)) {
+            return yield* refused("Give either --id, or --status with --account and --since, not both.")
+          }
+          const outcome = yield* operations.replay(id.value)
+          return yield* print(
+            json,
+            { id: id.value, outcome },
+            outcome === "queued"
+              ? `Queued delivery ${id.value} again (same webhook-id); it is due now.`
+              : `Delivery ${id.value} is already pending; left as it is.`
+          )
+        }
+        if (status.length === 0) return yield* refused("Give --id of one delivery, or --status (e.g. --status failed) to replay many.")
+        const filter: SearchFilter = {
+          statuses: yield* Flags.statuses(status, ["delivered", "failed"] as const, ["failed"]),
+          accountId: account,
+          since: yield* parseSince(since)
+        }
+        const ids = yield* everyId(operations, filter)
+        const mode = Progress.mode(json)
+        let queued = 0
+        let pending = 0
+        for (const [index, delivery] of ids.entries()) {
+          const outcome = yield* operations.replay(delivery)
+          if (outcome === "queued") queued++
+          else pending++
+          yield* Progress.report(mode, "Replaying deliveries", index + 1, ids.length)
+        }
+        yield* print(
           json,
-          { id, outcome },
-          outcome === "queued"
-            ? `Queued delivery ${id} again (same webhook-id); it is due now.`
-            : `Delivery ${id} is already pending; left as it is.`
-        ))
+          { matched: ids.length, queued, already_pending: pending },
+          `Queued ${queued} of ${ids.length} matching deliveries again (same webhook-id each)` +
+            `${pending === 0 ? "" : `; ${pending} were already pending`}.`
+        )
+      })
     )
-).pipe(Command.withDescription("Send a delivered or failed webhook delivery again, with the same webhook-id."))
+).pipe(
+  Command.withDescription(
+    "Send webhook deliveries again with the same webhook-id: one (--id), or every delivery in --status " +
+      "(optionally of --account, created since --since), with a progress bar on a terminal and a final count."
+  )
+)
 
 /** `crm-relay deliveries`. */
 export const command = Command.make("deliveries").pipe(

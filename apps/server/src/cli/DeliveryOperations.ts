@@ -8,12 +8,21 @@ import { Events } from "@crm-relay/contract"
 import { Accounts, Deliveries } from "@crm-relay/events"
 import { Migrations } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
-import { AdminError, databaseFailure, unknownAccount } from "../AdminError.js"
+import { type AdminError, databaseFailure, refused, unknownAccount } from "../AdminError.js"
+import type { PageRequest } from "../AdminOperations.js"
 import type { DeliveryPage } from "../api/DeliveriesApi.js"
 import { messages, pageView } from "../api/DeliveriesApiLive.js"
 import * as Replay from "../api/Replay.js"
 import type { CliSettings } from "../Settings.js"
 import * as DataAccess from "./DataAccess.js"
+
+/** Which deliveries `search` finds. */
+export interface SearchFilter {
+  readonly statuses: ReadonlyArray<Deliveries.DeliveryStatus>
+  readonly accountId: Option.Option<string>
+  /** Created at or after this time. */
+  readonly since: Option.Option<Date>
+}
 
 /** Delivery operations for the CLI. */
 export class DeliveryOperations extends Context.Tag("@crm-relay/server/DeliveryOperations")<DeliveryOperations, {
@@ -22,11 +31,13 @@ export class DeliveryOperations extends Context.Tag("@crm-relay/server/DeliveryO
     accountId: string,
     options: { readonly limit: number; readonly cursor: Option.Option<string> }
   ) => Effect.Effect<DeliveryPage, AdminError>
+  /** A page of deliveries in `statuses`, across accounts or of one, latest first. */
+  readonly search: (filter: SearchFilter, page: PageRequest) => Effect.Effect<DeliveryPage, AdminError>
   /** Queues a delivered or failed delivery again (same webhook-id). */
   readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError>
 }>() {}
 
-const unknownDelivery = (id: string) => new AdminError({ message: `No delivery with id ${id} exists.` })
+const unknownDelivery = (id: string) => refused(`No delivery with id ${id} exists.`)
 
 /** On the database of the context (migrated first). */
 export const layerDirect = Layer.effect(
@@ -39,9 +50,23 @@ export const layerDirect = Layer.effect(
         Effect.gen(function*() {
           if (Option.isNone(yield* accounts.find(accountId))) return yield* unknownAccount(accountId)
           const page = yield* deliveries.list(accountId, { limit: options.limit, cursor: Option.getOrUndefined(options.cursor) }).pipe(
-            Effect.catchTag("UnknownCursor", () => new AdminError({ message: `--cursor: ${messages.unknownCursor}` }))
+            Effect.catchTag("UnknownCursor", () => Effect.fail(refused(`--cursor: ${messages.unknownCursor}`)))
           )
           return pageView(page)
+        }).pipe(Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect)))),
+      search: (filter, page) =>
+        Effect.gen(function*() {
+          if (Option.isSome(filter.accountId) && Option.isNone(yield* accounts.find(filter.accountId.value))) {
+            return yield* unknownAccount(filter.accountId.value)
+          }
+          const found = yield* deliveries.search({
+            statuses: filter.statuses,
+            accountId: Option.getOrUndefined(filter.accountId),
+            since: Option.getOrUndefined(filter.since),
+            limit: page.limit,
+            cursor: Option.getOrUndefined(page.cursor)
+          }).pipe(Effect.catchTag("UnknownCursor", () => Effect.fail(refused(`--cursor: ${messages.unknownCursor}`))))
+          return pageView(found)
         }).pipe(Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect)))),
       replay: (id) =>
         deliveries.replay(id).pipe(
@@ -56,15 +81,31 @@ export const layerDirect = Layer.effect(
 )
 
 /** Through the internal API of the server at `baseUrl`. */
-export const layerRemote = DataAccess.layerRemote(DeliveryOperations, ({ client, failed }) => {
+export const layerRemote = DataAccess.layerRemote(DeliveryOperations, ({ client, explain }) => {
   const fail = (notFound: AdminError) => (error: { readonly _tag: string }): AdminError =>
-    error instanceof Events.BadRequest ? new AdminError({ message: error.error }) : error._tag === "NotFound" ? notFound : failed(error)
+    error instanceof Events.BadRequest ? refused(error.error) : error._tag === "NotFound" ? notFound : explain(error)
   return DeliveryOperations.of({
     list: (accountId, options) =>
       client.deliveries.list({
         path: { id: accountId },
         urlParams: { limit: options.limit, ...(Option.isSome(options.cursor) ? { cursor: options.cursor.value } : {}) }
       }).pipe(Effect.mapError(fail(unknownAccount(accountId)))),
+    search: (filter, page) =>
+      client.deliverySearch.search({
+        urlParams: {
+          status: filter.statuses.join(","),
+          limit: page.limit,
+          ...(Option.isSome(page.cursor) ? { cursor: page.cursor.value } : {}),
+          ...(Option.isSome(filter.accountId) ? { account: filter.accountId.value } : {}),
+          ...(Option.isSome(filter.since) ? { since: filter.since.value } : {})
+        }
+      }).pipe(
+        Effect.mapError((error) =>
+          error instanceof Events.BadRequest && error.error.startsWith("account:") && Option.isSome(filter.accountId)
+            ? unknownAccount(filter.accountId.value)
+            : explain(error)
+        )
+      ),
     replay: (id) =>
       client.deliveries.replay({ path: { id } }).pipe(
         Effect.map((answer) => answer.outcome),

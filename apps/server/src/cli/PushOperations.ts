@@ -7,7 +7,7 @@
 import { CrmPushJobs } from "@crm-relay/calls"
 import { Migrations } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
-import { AdminError, databaseFailure } from "../AdminError.js"
+import { type AdminError, databaseFailure, refused } from "../AdminError.js"
 import type { PushJobView } from "../api/CallsApi.js"
 import { pushView } from "../api/CallsApiLive.js"
 import * as Replay from "../api/Replay.js"
@@ -24,10 +24,13 @@ export interface ListFilter {
 /** CRM push job operations for the CLI. */
 export class PushOperations extends Context.Tag("@crm-relay/server/PushOperations")<PushOperations, {
   readonly list: (filter: ListFilter) => Effect.Effect<ReadonlyArray<PushJobView>, AdminError>
-  readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError>
+  /** Queues a failed job again; a succeeded one only with `force`. */
+  readonly replay: (id: string, options: { readonly force: boolean }) => Effect.Effect<Replay.Replayed, AdminError>
 }>() {}
 
-const unknownPush = (id: string) => new AdminError({ message: `No CRM push job with id ${id} exists.` })
+const unknownPush = (id: string) => refused(`No CRM push job with id ${id} exists.`)
+const succeeded = (id: string) =>
+  refused(`CRM push job ${id} already succeeded; replaying it would push the call to the CRM again. Add --force to do it anyway.`)
 
 /** On the database of the context (migrated first). */
 export const layerDirect = Layer.effect(
@@ -41,17 +44,17 @@ export const layerDirect = Layer.effect(
           limit: filter.limit,
           ...(Option.isSome(filter.accountId) ? { accountId: filter.accountId.value } : {})
         }).pipe(Effect.map((list) => list.map(pushView)), Effect.catchAllDefect((d) => Effect.fail(databaseFailure(d)))),
-      replay: (id) =>
-        jobs.replay(id).pipe(
+      replay: (id, options) =>
+        jobs.replay(id, options).pipe(
           Effect.catchAllDefect((d) => Effect.fail(databaseFailure(d))),
-          Effect.flatMap(Replay.found(() => unknownPush(id)))
+          Effect.flatMap(Replay.found(() => unknownPush(id), () => succeeded(id)))
         )
     })
   })
 ).pipe(Layer.provide(CrmPushJobs.CrmPushJobs.Default), Layer.provide(Migrations.layer))
 
 /** Through the internal API of the server at `baseUrl`. */
-export const layerRemote = DataAccess.layerRemote(PushOperations, ({ client, failed }) =>
+export const layerRemote = DataAccess.layerRemote(PushOperations, ({ client, explain }) =>
   PushOperations.of({
     list: (filter) =>
       client.pushes.list({
@@ -60,11 +63,13 @@ export const layerRemote = DataAccess.layerRemote(PushOperations, ({ client, fai
           limit: filter.limit,
           ...(Option.isSome(filter.accountId) ? { account: filter.accountId.value } : {})
         }
-      }).pipe(Effect.map((answer) => answer.pushes), Effect.mapError(failed)),
-    replay: (id) =>
-      client.pushes.replay({ path: { id } }).pipe(
+      }).pipe(Effect.map((answer) => answer.pushes), Effect.mapError(explain)),
+    replay: (id, options) =>
+      client.pushes.replay({ path: { id }, urlParams: options.force ? { force: "true" } : {} }).pipe(
         Effect.map((answer) => answer.outcome),
-        Effect.mapError((error) => (error._tag === "NotFound" ? unknownPush(id) : failed(error)))
+        Effect.mapError((error) =>
+          error._tag === "NotFound" ? unknownPush(id) : error._tag === "PushSucceeded" ? succeeded(id) : explain(error)
+        )
       )
   }))
 

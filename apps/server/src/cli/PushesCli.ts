@@ -5,6 +5,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect } from "effect"
+import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
 import type * as Operations from "./PushOperations.js"
 
@@ -16,21 +17,15 @@ const list = Command.make(
   "list",
   {
     account: Options.text("account").pipe(Options.optional, Options.withDescription("Only this account's jobs.")),
-    status: Options.choice("status", ["failed", "pending", "succeeded"]).pipe(
-      Options.repeated,
-      Options.withDescription("Statuses to list (repeatable); failed by default.")
-    ),
+    status: Flags.status(["failed", "pending", "succeeded"], "Which jobs to list (default: failed)."),
     limit: Options.integer("limit").pipe(Options.withDefault(100), Options.withDescription("At most this many (1 to 1000).")),
     json
   },
   ({ account, json, limit, status }) =>
     withPushes((operations) =>
       Effect.flatMap(
-        operations.list({
-          statuses: status.length === 0 ? ["failed"] : status,
-          accountId: account,
-          limit: Math.min(Math.max(limit, 1), 1000)
-        }),
+        Effect.flatMap(Flags.statuses(status, ["failed", "pending", "succeeded"] as const, ["failed"]), (statuses) =>
+          operations.list({ statuses, accountId: account, limit: Math.min(Math.max(limit, 1), 1000) })),
         (pushes) =>
           print(
             json,
@@ -40,6 +35,7 @@ const list = Command.make(
               : pushes.map((p) =>
                 `${p.id}  call ${p.call_id}  ${p.status}${p.failure === null ? "" : ` (${p.failure})`}` +
                 `${p.error_class === null ? "" : `  ${p.error_class}`}  attempts ${p.attempts}` +
+                `${p.previous_attempts === 0 ? "" : ` (${p.previous_attempts} before replay)`}` +
                 `${p.last_error === null ? "" : `\n    ${p.last_error}`}`
               ).join("\n")
           )
@@ -49,19 +45,25 @@ const list = Command.make(
 
 const replay = Command.make(
   "replay",
-  { id: Options.text("id").pipe(Options.withDescription("Id of the CRM push job to run again.")), json },
-  ({ id, json }) =>
+  {
+    id: Options.text("id").pipe(Options.withDescription("Id of the CRM push job to run again.")),
+    force: Options.boolean("force").pipe(
+      Options.withDescription("Replay a job that already succeeded too (it pushes the call to the CRM again).")
+    ),
+    json
+  },
+  ({ force, id, json }) =>
     withPushes((operations) =>
-      Effect.flatMap(operations.replay(id), (outcome) =>
+      Effect.flatMap(operations.replay(id, { force }), (outcome) =>
         print(
           json,
           { id, outcome },
           outcome === "queued"
-            ? `Queued CRM push job ${id} again; steps with a stored receipt are not repeated.`
+            ? `Queued CRM push job ${id} again; steps with a stored receipt are not repeated, earlier attempts are kept.`
             : `CRM push job ${id} is already pending; left as it is.`
         ))
     )
-).pipe(Command.withDescription("Run a failed CRM push job again (same idempotency keys; stored steps are not repeated)."))
+).pipe(Command.withDescription("Run a failed CRM push job again (same idempotency keys; stored steps are not repeated; earlier attempts are kept). A job that succeeded needs --force."))
 
 /** `crm-relay pushes`. */
 export const command = Command.make("pushes").pipe(

@@ -45,6 +45,8 @@ export const PushJob = Schema.Struct({
   tenant_id: Schema.String,
   status: PushStatus,
   attempts: Schema.Int,
+  /** Attempts of the runs before the latest replay (the history a replay keeps). */
+  previous_attempts: Schema.Int,
   next_attempt_at: Schema.DateFromSelf,
   error_class: Schema.NullOr(ErrorClass),
   last_error: Schema.NullOr(Schema.String),
@@ -64,7 +66,7 @@ export interface PushJobDetail extends PushJob {
 /** How a replay went. */
 export type ReplayOutcome = JobQueue.ReplayOutcome
 
-const columns = `id, call_id, account_id, tenant_id, status, attempts, next_attempt_at, error_class, last_error,
+const columns = `id, call_id, account_id, tenant_id, status, attempts, previous_attempts, next_attempt_at, error_class, last_error,
   result, replays, created_at, updated_at, finished_at`
 
 /** Queues, lists and replays push jobs. */
@@ -74,8 +76,9 @@ export class CrmPushJobs extends Effect.Service<CrmPushJobs>()("@crm-relay/calls
     const receipts = yield* CrmPushReceipts
     // Queue statements run on this service's database, whoever calls them.
     const queue = yield* JobQueue.controls(jobTable)
-    // A replay also starts the job's own record afresh: a new first attempt, no error class, one more replay.
-    const replayed = sql`first_attempt_at = NULL, error_class = NULL, finished_at = NULL, replays = replays + 1,
+    // A replay also starts the job's own record afresh: a new first attempt, no error class, one more replay;
+    // the attempts so far are added to the history (the right-hand side reads the row before the update).
+    const replayed = sql`previous_attempts = previous_attempts + attempts, first_attempt_at = NULL, error_class = NULL, finished_at = NULL, replays = replays + 1,
       updated_at = now()`
     const select = sql.literal(columns)
     const insert = SqlSchema.single({
@@ -159,13 +162,14 @@ export class CrmPushJobs extends Effect.Service<CrmPushJobs>()("@crm-relay/calls
       }),
 
       /**
-       * Queues a finished job again (due now, fresh attempts and schedule,
-       * receipts kept); a pending job is left as it is.
+       * Queues a failed job again (due now, fresh schedule, earlier attempts
+       * kept in `previous_attempts`, receipts kept); a pending job is left as
+       * it is, and a succeeded one too (`completed`) unless `force`.
        */
-      replay: Effect.fn("CrmPushJobs.replay")(function*(id: string) {
+      replay: Effect.fn("CrmPushJobs.replay")(function*(id: string, options: { readonly force?: boolean } = {}) {
         if (!isUuid(id)) return "not_found" as ReplayOutcome
-        const outcome = yield* queue.replay(id, { assignments: replayed })
-        if (outcome === "queued") yield* Audit.record("push.replayed", { push_id: id })
+        const outcome = yield* queue.replay(id, { assignments: replayed, keepCompleted: options.force !== true })
+        if (outcome === "queued") yield* Audit.record("push.replayed", { push_id: id, forced: options.force === true })
         return outcome
       })
     }

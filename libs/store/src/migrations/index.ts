@@ -9,6 +9,7 @@ import callPipeline from "./0003_call_pipeline.js"
 import webhookDelivery from "./0004_webhook_delivery.js"
 import insertionOrder from "./0005_insertion_order.js"
 import traceContext from "./0006_trace_context.js"
+import operatorListings from "./0007_operator_listings.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -17,5 +18,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0003_call_pipeline": callPipeline,
   "0004_webhook_delivery": webhookDelivery,
   "0005_insertion_order": insertionOrder,
-  "0006_trace_context": traceContext
+  "0006_trace_context": traceContext,
+  "0007_operator_listings": operatorListings
 }
