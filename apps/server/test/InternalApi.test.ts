@@ -77,7 +77,7 @@ describe("internal API", () => {
     it.effect("unknown internal paths and methods are 404 with the Error object; the public API's paths are not served here", () =>
       Effect.gen(function*() {
         const u = yield* urls
-        for (const [method, path] of [["GET", "/v1/accounts"], ["DELETE", "/v1/accounts"], ["GET", "/perform-list"], ["GET", "/nope"]] as const) {
+        for (const [method, path] of [["PATCH", "/v1/accounts"], ["DELETE", "/v1/accounts"], ["GET", "/perform-list"], ["GET", "/nope"]] as const) {
           const answer = yield* request(method, `${u.admin}${path}`, { headers: admin })
           expect([method, path, answer.status, answer.json]).toEqual([
             method,

@@ -5,7 +5,7 @@
  * subscriptions, jobs or keys at rest `record` one audit line each, naming
  * that actor. Work outside any entry point (the workers) acts as `system`.
  */
-import { Effect, FiberRef, Option } from "effect"
+import { Effect, FiberRef, Logger, LogLevel, Option } from "effect"
 import { globalValue } from "effect/GlobalValue"
 
 /** Who acts, and for which account once known; one per request or command, filled in as it is learned. */
@@ -38,11 +38,15 @@ export type Fields = Readonly<Record<string, string | number | boolean | undefin
 
 /**
  * One audit line: `log: "audit"`, the `action` (e.g. `account.created`), the
- * `actor`, and `fields`. Logged at Info, in the caller's span.
+ * `actor`, and `fields`. Logged at Info, in the caller's span, whatever the
+ * minimum level (LOG_LEVEL=Warning quiets the log, not the record of changes);
+ * only LOG_LEVEL=None silences it.
  */
 export const record = (action: string, fields: Fields = {}): Effect.Effect<void> =>
   FiberRef.getWith(current, (acting) => {
     const annotations: Record<string, unknown> = { log: "audit", action, actor: acting?.actor ?? "system" }
     for (const [key, value] of Object.entries(fields)) if (value !== undefined) annotations[key] = value
-    return Effect.annotateLogs(Effect.logInfo(`audit: ${action}`), annotations)
+    const line = Effect.annotateLogs(Effect.logInfo(`audit: ${action}`), annotations)
+    return FiberRef.getWith(FiberRef.currentMinimumLogLevel, (minimum) =>
+      LogLevel.greaterThan(minimum, LogLevel.Fatal) ? Effect.void : Logger.withMinimumLogLevel(line, LogLevel.Info))
   })
