@@ -16,13 +16,38 @@ export const ROOT = Path.resolve(import.meta.dirname, "..", "..", "..")
 // Local state a fresh clone does not have.
 const LEFT_OUT = new Set([".data", ".nx", ".git", "coverage", "dist"])
 
-/** A temporary directory that looks like a fresh clone: every top-level entry of the repository linked in. */
+// Folders holding workspace projects: Nx finds projects only in real folders, not through links.
+const PROJECT_FOLDERS = new Set(["apps", "libs"])
+const WORKSPACE_PROJECTS = new Set(["tools"])
+
+/** `target` as a real folder whose entries (but local state) are links to those of `source`. */
+const linkEntries = (source: string, target: string): void => {
+  Fs.mkdirSync(target)
+  for (const entry of Fs.readdirSync(source)) {
+    if (!LEFT_OUT.has(entry)) Fs.symlinkSync(Path.join(source, entry), Path.join(target, entry))
+  }
+}
+
+/**
+ * A temporary directory that looks like a fresh clone: every top-level entry
+ * of the repository linked in, but the projects' folders real (their entries
+ * linked), so that Nx finds the projects as in a clone.
+ */
 export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), prefix))
       for (const entry of Fs.readdirSync(ROOT)) {
-        if (!LEFT_OUT.has(entry)) Fs.symlinkSync(Path.join(ROOT, entry), Path.join(dir, entry))
+        if (LEFT_OUT.has(entry)) continue
+        const source = Path.join(ROOT, entry)
+        if (PROJECT_FOLDERS.has(entry)) {
+          Fs.mkdirSync(Path.join(dir, entry))
+          for (const project of Fs.readdirSync(source)) linkEntries(Path.join(source, project), Path.join(dir, entry, project))
+        } else if (WORKSPACE_PROJECTS.has(entry)) {
+          linkEntries(source, Path.join(dir, entry))
+        } else {
+          Fs.symlinkSync(source, Path.join(dir, entry))
+        }
       }
       return dir
     }),
