@@ -94,6 +94,12 @@ export { UnknownCursor } from "./Page.js"
 /** Default and largest page sizes of the listing. */
 export { DEFAULT_PAGE, MAX_PAGE }
 
+/** A page from `limit + 1` rows fetched: the extra row only says that another page follows. */
+const pageOf = (rows: ReadonlyArray<Delivery>, limit: number): DeliveryPage => {
+  const page = rows.slice(0, limit)
+  return { deliveries: page, nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none() }
+}
+
 /** Longest error text kept in an attempt row. */
 export const MAX_ATTEMPT_ERROR = 500
 
@@ -160,11 +166,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           WHERE d.account_id = ${accountId} ${after}
           ORDER BY d.created_at DESC, d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
-        const page = rows.slice(0, limit)
-        return {
-          deliveries: page,
-          nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none()
-        } satisfies DeliveryPage
+        return pageOf(rows, limit)
       }),
 
       /**
@@ -195,11 +197,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
             ${cursor === undefined ? sql`` : sql`AND d.seq < (SELECT c.seq FROM deliveries AS c WHERE c.id = ${cursor})`}
           ORDER BY d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
-        const page = rows.slice(0, limit)
-        return {
-          deliveries: page,
-          nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none()
-        } satisfies DeliveryPage
+        return pageOf(rows, limit)
       }),
 
       /** One delivery with every attempt (oldest first). */
