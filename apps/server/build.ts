@@ -7,6 +7,12 @@
  * WebAssembly and data files next to its own module, and it is imported only
  * when the embedded database opens.
  *
+ * The build replaces `dist/` in place, file by file (each written beside
+ * itself, then renamed over), entry point last, and removes stale files at
+ * the end: a `crm-relay` process started from the previous build keeps
+ * finding the chunks it loads lazily while a new build runs (the tests run
+ * the binary while the demo and README tests build it again).
+ *
  *   npx nx run @crm-relay/server:build      (cached by Nx; what `npm start` and the tests use)
  *   node build.ts                           (the same, uncached, from apps/server)
  */
@@ -19,8 +25,6 @@ const outdir = Path.join(root, "dist")
 
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
-
-Fs.rmSync(outdir, { recursive: true, force: true })
 
 const result = await esbuild.build({
   absWorkingDir: root,
@@ -41,10 +45,34 @@ const result = await esbuild.build({
   legalComments: "linked",
   chunkNames: "chunks/[name]-[hash]",
   metafile: true,
+  write: false,
   logLevel: "warning"
 })
 
-Fs.writeFileSync(Path.join(outdir, "meta.json"), JSON.stringify(result.metafile))
-const outputs = Object.entries(result.metafile.outputs).filter(([file]) => file.endsWith(".js"))
-const bytes = outputs.reduce((sum, [, output]) => sum + output.bytes, 0)
-process.stdout.write(`crm-relay: ${outputs.length} file(s), ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${Path.relative(process.cwd(), outdir) || "."}\n`)
+const placed = new Set<string>()
+/** Writes `file` whole or not at all: a reader never sees it half written. */
+const place = (file: string, contents: Uint8Array | string): void => {
+  Fs.mkdirSync(Path.dirname(file), { recursive: true })
+  const staged = `${file}.${process.pid}.tmp`
+  Fs.writeFileSync(staged, contents)
+  Fs.renameSync(staged, file)
+  placed.add(file)
+}
+const entry = Path.join(outdir, "main.js")
+// Chunks before the entry point that imports them.
+const outputs = [...result.outputFiles].sort((a, b) => Number(a.path === entry) - Number(b.path === entry))
+for (const output of outputs) place(output.path, output.contents)
+place(Path.join(outdir, "meta.json"), JSON.stringify(result.metafile))
+
+/** Removes what an earlier build left that this one did not write (never another build's staged files). */
+const sweep = (dir: string): void => {
+  for (const item of Fs.readdirSync(dir, { withFileTypes: true })) {
+    const file = Path.join(dir, item.name)
+    if (item.isDirectory()) sweep(file)
+    else if (!placed.has(file) && !file.endsWith(".tmp")) Fs.rmSync(file, { force: true })
+  }
+}
+sweep(outdir)
+const scripts = Object.entries(result.metafile.outputs).filter(([file]) => file.endsWith(".js"))
+const bytes = scripts.reduce((sum, [, output]) => sum + output.bytes, 0)
+process.stdout.write(`crm-relay: ${scripts.length} file(s), ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${Path.relative(process.cwd(), outdir) || "."}\n`)
