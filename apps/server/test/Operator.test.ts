@@ -123,11 +123,12 @@ describe.sequential("crm-relay operator commands", () => {
           const malformed = yield* cli(["master-key", "rotate"], { ...env, MASTER_KEY: "not-base64" })
           expect(malformed.code).toBe(2)
           expect(malformed.stderr).toContain("MASTER_KEY must be 32 random bytes in base64")
-          const other = yield* cli(["master-key", "rotate"], { ...env, MASTER_KEY: randomBytes(32).toString("base64") })
-          expect(other.code).not.toBe(0)
-          expect(other.stdout).not.toContain("Rotated")
+          // Through the running server (embedded database), a key other than the server's is refused.
+          // On PostgreSQL the command works on the database itself, under the key it is given.
           if (db.kind === "pglite") {
+            const other = yield* cli(["master-key", "rotate"], { ...env, MASTER_KEY: randomBytes(32).toString("base64") })
             expect(other.code).toBe(2)
+            expect(other.stdout).not.toContain("Rotated")
             expect(other.stderr).toContain("not under the MASTER_KEY given to the command")
           }
         }),
