@@ -49,7 +49,12 @@ export const rawAnswer = (status: 400 | 404, error: string): string => {
  * Installs the rules on `server` (before anything else listens to its requests) and
  * answers the middleware that keeps each connection's requests in order.
  */
-export const install = (server: Http.Server, notFound: string): (app: HttpApp.Default) => HttpApp.Default => {
+export const install = (
+  server: Http.Server,
+  notFound: string,
+  /** Told of each request closed for arriving too late: its head, or the rest of it. */
+  onTimeout?: (phase: "head" | "request") => void
+): (app: HttpApp.Default) => HttpApp.Default => {
   // The latest response of each connection, and for each request the response it must wait for.
   const latest = new WeakMap<Duplex, Http.ServerResponse>()
   const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
@@ -67,12 +72,24 @@ export const install = (server: Http.Server, notFound: string): (app: HttpApp.De
 
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
+    const sentence = MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."
     const answer = () => {
       if (!socket.writable) return void socket.destroy()
-      socket.end(rawAnswer(400, MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."), () => socket.destroy())
+      socket.end(rawAnswer(400, sentence), () => socket.destroy())
     }
-    // Answers to the well-formed requests before it on this connection go first.
     const previous = latest.get(socket)
+    const timedOut = error.code === "ERR_HTTP_REQUEST_TIMEOUT" || error.code === "HPE_HEADERS_TIMEOUT"
+    if (timedOut && previous !== undefined && !answered(previous)) {
+      // The late part is the body of the request being handled: it is answered, and its handler
+      // (still reading the body) finds the response written and the connection gone.
+      onTimeout?.("request")
+      if (previous.headersSent) return void socket.destroy()
+      const body = JSON.stringify({ error: sentence })
+      previous.writeHead(400, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" })
+      return void previous.end(body, () => socket.destroy())
+    }
+    if (timedOut) onTimeout?.("head")
+    // Answers to the well-formed requests before it on this connection go first.
     if (previous === undefined) answer()
     else whenAnswered(previous, answer)
   })

@@ -8,8 +8,9 @@
 import type { HttpApp } from "@effect/platform"
 import { HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as Audit from "@crm-relay/store/Audit"
-import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Tracer } from "effect"
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
 import { performance } from "node:perf_hooks"
+import * as RefusalLog from "../http/RefusalLog.js"
 
 /** Requests answered, by API, method, route template and status. */
 const requestsKey = MetricKey.counter("crm_relay_http_requests_total", {
@@ -61,32 +62,43 @@ const accountInPath = (route: string, url: string): string | undefined => {
 }
 
 /** The middleware for the API named `api`, whose requests act as `actor` until authenticated. */
-export const accessLog = (api: string, actor: string) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.withFiberRuntime((fiber) => {
-    const context = fiber.currentContext
-    const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
-    // The server span of the platform's tracer middleware; its router names the matched route on it.
-    const span = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
-    const acting: Audit.Acting = { actor, accountId: undefined }
-    const started = performance.now()
-    return Effect.onExit(Audit.actingAs(acting)(app), (exit) => {
-      const seconds = (performance.now() - started) / 1000
-      const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
-      const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
-      const route = typeof matched === "string" ? matched : UNMATCHED
-      const metrics = instrumentsFor(api, request.method, route, status)
-      metrics.requests.unsafeUpdate(1, NO_TAGS)
-      metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
-      const accountId = acting.accountId ?? accountInPath(route, request.url)
-      const fields: Record<string, unknown> = {
-        log: "access",
-        api,
-        method: request.method,
-        route,
-        status,
-        duration_ms: Math.round(seconds * 100_000) / 100
-      }
-      if (accountId !== undefined) fields["account_id"] = accountId
-      return Effect.annotateLogs(Effect.logInfo("http request"), fields)
+export const accessLog = (api: string, actor: string) => {
+  // A flood of 429s (a rate limit holding) logs one line per client address per minute, not one per request.
+  const refusals = RefusalLog.make()
+  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      const context = fiber.currentContext
+      const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+      // The server span of the platform's tracer middleware; its router names the matched route on it.
+      const span = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
+      const acting: Audit.Acting = { actor, accountId: undefined }
+      const started = performance.now()
+      return Effect.onExit(Audit.actingAs(acting)(app), (exit) => {
+        const seconds = (performance.now() - started) / 1000
+        const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
+        const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
+        const route = typeof matched === "string" ? matched : UNMATCHED
+        const metrics = instrumentsFor(api, request.method, route, status)
+        metrics.requests.unsafeUpdate(1, NO_TAGS)
+        metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+        const accountId = acting.accountId ?? accountInPath(route, request.url)
+        const fields: Record<string, unknown> = {
+          log: "access",
+          api,
+          method: request.method,
+          route,
+          status,
+          duration_ms: Math.round(seconds * 100_000) / 100
+        }
+        if (accountId !== undefined) fields["account_id"] = accountId
+        if (status === 429) {
+          const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+          const leftOut = refusals(address, Date.now())
+          if (leftOut === undefined) return Effect.void
+          fields["client_address"] = address
+          fields["refusals_left_out"] = leftOut
+        }
+        return Effect.annotateLogs(Effect.logInfo("http request"), fields)
+      })
     })
-  })
+}

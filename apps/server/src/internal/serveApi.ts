@@ -8,8 +8,11 @@
 import { HttpApiBuilder, type HttpApi, HttpRouter, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ErrorResponses } from "@crm-relay/events"
-import { type Context, Effect, Layer } from "effect"
+import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
+import { type Context, Effect, Layer, Metric, Runtime } from "effect"
 import * as Http from "node:http"
+import * as ConnectionLimits from "../http/ConnectionLimits.js"
+import * as ClientAddress from "../http/public/ClientAddress.js"
 import * as HttpConnections from "./HttpConnections.js"
 import { accessLog } from "./accessLog.js"
 
@@ -39,11 +42,25 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
   readonly messages: ErrorResponses.Messages
   readonly tag: Context.Tag<I, Address>
   readonly graceMillis?: number
+  /** Timeouts and connection budget (the public port); Node's defaults when not given. */
+  readonly connectionLimits?: ConnectionLimits.ConnectionLimits | undefined
+  /** Proxies whose X-Forwarded-For names the client address (see ClientAddress). */
+  readonly trustedProxies?: ReadonlyArray<AddressPolicy.Cidr> | undefined
 }): Layer.Layer<I, EApi | ERoutes | import("@effect/platform/HttpServerError").ServeError, RApi | RRoutes> =>
   Layer.unwrapEffect(
-    Effect.sync(() => {
-      const server = Http.createServer(HttpConnections.serverOptions)
-      const inOrder = HttpConnections.install(server, options.messages.notFound)
+    Effect.map(Effect.runtime<never>(), (runtime) => {
+      const limits = options.connectionLimits
+      const server = Http.createServer({
+        ...HttpConnections.serverOptions,
+        ...(limits === undefined ? {} : ConnectionLimits.serverOptions(limits))
+      })
+      const inOrder = HttpConnections.install(
+        server,
+        options.messages.notFound,
+        limits === undefined ? undefined : (phase) => void Runtime.runFork(runtime)(Metric.increment(ConnectionLimits.timedOut[phase]))
+      )
+      if (limits !== undefined) ConnectionLimits.install(server, limits, runtime)
+      const clientAddress = ClientAddress.middleware(options.trustedProxies ?? [])
       const graceMillis = options.graceMillis ?? 10_000
 
       const gracefulStop = Layer.scopedDiscard(
@@ -71,7 +88,7 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
         })
       )
 
-      const serve = HttpApiBuilder.serve((app) => accessLog(options.observe.api, options.observe.actor)(inOrder(app))).pipe(
+      const serve = HttpApiBuilder.serve((app) => clientAddress(accessLog(options.observe.api, options.observe.actor)(inOrder(app)))).pipe(
         // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
         Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
         Layer.provide(options.routes ?? Layer.empty),
