@@ -13,6 +13,7 @@ import * as AdminToken from "./AdminToken.js"
 import * as BridgeLayers from "./BridgeLayers.js"
 import * as CallPipeline from "./CallPipeline.js"
 import * as PublicEdge from "./config/PublicEdge.js"
+import * as RefusedAddresses from "./http/public/RefusedAddresses.js"
 import * as ConnectionsLayers from "./ConnectionsLayers.js"
 import * as DeliveryWorker from "./DeliveryWorker.js"
 import * as InternalApiLive from "./InternalApiLive.js"
@@ -108,7 +109,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
       observe: { api: "public", actor: "anonymous" },
       tag: PublicAddress,
       connectionLimits: edge.limits,
-      trustedProxies: edge.trustedProxies
+      trustedProxies: edge.trustedProxies,
+      shortcut: RefusedAddresses.shortcut(edge.trustedProxies)
     })).pipe(Layer.provide(FailedKeys.layerWithPolicy({ limit: edge.failedKeyLimit, window: Duration.minutes(1) })))
     : Layer.empty
 

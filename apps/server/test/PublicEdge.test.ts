@@ -220,7 +220,13 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
       const counted = yield* failedKeyRows("127.0.0.1")
       expect(counted).toBe(6)
       // From now on nothing of the address reaches the database: not the failure count, not even a valid key's lookup.
-      for (let i = 0; i < 10; i++) expect((yield* send(port, performList(BAD_KEY))).status).toBe(429)
+      for (let i = 0; i < 10; i++) {
+        const again = yield* send(port, performList(BAD_KEY))
+        expect(again.status).toBe(429)
+        const seconds = Number(again.headers["retry-after"])
+        expect(seconds).toBeGreaterThanOrEqual(1)
+        expect(JSON.parse(again.body)).toEqual({ error: TOO_MANY, retryAfterSeconds: seconds })
+      }
       const valid = yield* send(port, performList(key))
       expect(valid.status).toBe(429)
       expect(yield* failedKeyRows("127.0.0.1")).toBe(counted)

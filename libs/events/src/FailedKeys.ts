@@ -47,19 +47,22 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedUntil.set(address, until)
     }
 
+    const refusedAt = (address: string, now: number): number | undefined => {
+      const until = refusedUntil.get(address)
+      if (until === undefined) return undefined
+      if (until <= now) {
+        refusedUntil.delete(address)
+        return undefined
+      }
+      return Math.max(1, Math.ceil((until - now) / 1000))
+    }
+
     return {
       policy,
+      /** Seconds until `address` may try again, when it is refused at `now` (epoch millis): a map lookup, for callers outside Effect. */
+      refusedAt,
       /** Seconds until `address` may try again, when it is refused now (no query). */
-      refused: (address: string) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const until = refusedUntil.get(address)
-          if (until === undefined) return Option.none<number>()
-          if (until <= now) {
-            refusedUntil.delete(address)
-            return Option.none<number>()
-          }
-          return Option.some(Math.max(1, Math.ceil((until - now) / 1000)))
-        }),
+      refused: (address: string) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(refusedAt(address, now))),
       /** Counts one failed key of `address` (shared by the replicas); the decision for it. */
       fail: (address: string) =>
         Effect.gen(function*() {

@@ -61,10 +61,19 @@ const accountInPath = (route: string, url: string): string | undefined => {
   return url.split("?", 1)[0]!.split("/")[3]
 }
 
-/** The middleware for the API named `api`, whose requests act as `actor` until authenticated. */
-export const accessLog = (api: string, actor: string) => {
-  // A flood of 429s (a rate limit holding) logs one line per client address per minute, not one per request.
-  const refusals = RefusalLog.make()
+/** Counts one answered request in the HTTP metrics (for answers given before this middleware runs). */
+export const observe = (api: string, method: string, route: string, status: number, seconds: number): void => {
+  const metrics = instrumentsFor(api, method, route, status)
+  metrics.requests.unsafeUpdate(1, NO_TAGS)
+  metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+}
+
+/**
+ * The middleware for the API named `api`, whose requests act as `actor` until authenticated.
+ * A flood of 429s (a rate limit holding) logs one line per client address per minute
+ * through `refusals`, not one per request.
+ */
+export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) => {
   return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
     Effect.withFiberRuntime((fiber) => {
       const context = fiber.currentContext
@@ -78,9 +87,7 @@ export const accessLog = (api: string, actor: string) => {
         const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
         const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
         const route = typeof matched === "string" ? matched : UNMATCHED
-        const metrics = instrumentsFor(api, request.method, route, status)
-        metrics.requests.unsafeUpdate(1, NO_TAGS)
-        metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+        observe(api, request.method, route, status, seconds)
         const accountId = acting.accountId ?? accountInPath(route, request.url)
         const fields: Record<string, unknown> = {
           log: "access",
