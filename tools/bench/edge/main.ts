@@ -7,7 +7,8 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:edge -- \
  *     [--rounds 1] [--seconds 15] [--rate 20] [--nofile 2048] [--slow 3000] [--idle 1000] \
- *     [--flood 3000] [--bad-key-connections 256] [--bad-key-rate 2000] [--server-log FILE]
+ *     [--flood 3000] [--bad-key-connections 256] [--bad-key-rate 2000] [--attacks slow,idle,flood,bad-keys] \
+ *     [--server-log FILE]
  *
  * Each round posts `--rate` outcomes a second for `--seconds` seconds (one
  * subscription each, so one delivery each). The attacks:
@@ -38,7 +39,7 @@ import { freshSchema } from "../support/BenchDatabase.js"
 import { jsonClient, type JsonRequest } from "../support/Http.js"
 import { type Arrivals, leadOutcome, percentile, startReceiver } from "../support/Receiver.js"
 import { runMain } from "../support/runMain.js"
-import { serve } from "../support/ServerProcess.js"
+import { cpuSeconds, serve } from "../support/ServerProcess.js"
 
 const rounds = Argv.integer("rounds", 1)
 const seconds = Argv.integer("seconds", 15)
@@ -50,6 +51,8 @@ const floodCount = Argv.integer("flood", 3000, 0)
 const badKeyConnections = Argv.integer("bad-key-connections", 256)
 const badKeyRate = Argv.integer("bad-key-rate", 2000, 0)
 const serverLog = Argv.text("server-log")
+/** Which attacks to run (comma-separated names: slow, idle, flood, bad-keys). */
+const only = new Set((Argv.text("attacks") ?? "slow,idle,flood,bad-keys").split(",").map((name) => name.trim()))
 
 /** An attack under way: what it did so far, and how to end it. */
 interface Attack {
@@ -62,8 +65,11 @@ interface Attack {
 /** `count` connections to `port`, opened `batch` at a time; `onOpen` runs on each once connected. */
 const connections = (port: number, count: number, onOpen: (socket: Net.Socket) => void): Attack => {
   const sockets: Array<Net.Socket> = []
+  const started = performance.now()
   let connected = 0
   let failed = 0
+  let closed = 0
+  let lastClose = 0
   let stopped = false
   const open = (remaining: number): void => {
     if (stopped || remaining === 0) return
@@ -75,8 +81,15 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
       const settle = () => {
         if (++settled === now) open(remaining - now)
       }
+      // Answers are read and dropped: unread, they would hold the connection's end (and close) back.
+      socket.resume()
       socket.once("connect", () => {
         connected++
+        socket.once("close", () => {
+          if (stopped) return
+          closed++
+          lastClose = performance.now() - started
+        })
         onOpen(socket)
         settle()
       })
@@ -89,8 +102,9 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
   }
   open(count)
   return {
-    open: () => sockets.filter((s) => !s.destroyed && s.readyState === "open").length,
-    describe: () => `${connected} connected, ${failed} failed to connect`,
+    open: () => connected - closed,
+    describe: () =>
+      `${connected} connected, ${failed} failed to connect, ${closed} closed by the server (the last ${(lastClose / 1000).toFixed(1)} s after the attack began)`,
     stop: async () => {
       stopped = true
       for (const socket of sockets) socket.destroy()
@@ -249,18 +263,20 @@ const main = Effect.gen(function*() {
   )
   yield* measuredLoad(call, server.adminUrl, adminToken, accountId, receiver.arrivals, "warmup")
 
-  const attacks: ReadonlyArray<{ readonly name: string; readonly start: () => Attack }> = [
-    { name: `slow headers (${slowCount} connections, one header byte every 5 s)`, start: () => slowHeaders(publicPort, slowCount) },
-    { name: `idle sockets (${idleCount} connections that never send a byte)`, start: () => connections(publicPort, idleCount, () => undefined) },
+  const attacks: ReadonlyArray<{ readonly id: string; readonly name: string; readonly start: () => Attack }> = ([
+    { id: "slow", name: `slow headers (${slowCount} connections, one header byte every 5 s)`, start: () => slowHeaders(publicPort, slowCount) },
+    { id: "idle", name: `idle sockets (${idleCount} connections that never send a byte)`, start: () => connections(publicPort, idleCount, () => undefined) },
     {
+      id: "flood",
       name: `connection flood (${floodCount} silent connections; open-file limit ${nofile}, budget ${budget})`,
       start: () => connections(publicPort, floodCount, () => undefined)
     },
     {
+      id: "bad-keys",
       name: `failed-key flood (${badKeyConnections} connections, random invalid keys, ${badKeyRate > 0 ? `at most ${badKeyRate}/s` : "uncapped"})`,
       start: () => badKeys(server.publicUrl, badKeyConnections, badKeyRate)
     }
-  ]
+  ] as const).filter((attack) => only.has(attack.id))
   const alone: Array<Round> = []
   const attacked = attacks.map(() => [] as Array<Round>)
   const notes = attacks.map(() => [] as Array<string>)
@@ -271,6 +287,7 @@ const main = Effect.gen(function*() {
       alone.push(quiet)
       yield* Console.log(`alone:    intake ${summary(quiet.intake)}; delivery ${summary(quiet.delivery)}${quiet.missing > 0 ? `; ${quiet.missing} not delivered` : ""}`)
       const before = yield* scrapeCounters(server.adminUrl, adminToken)
+      const cpuBefore = yield* cpuSeconds(server.pid)
       const started = performance.now()
       const running = attack.start()
       let openAt15 = -1
@@ -283,10 +300,11 @@ const main = Effect.gen(function*() {
       if (openAt15 < 0) openAt15 = running.open()
       const described = running.describe()
       yield* Effect.promise(() => running.stop())
+      const cpu = (yield* cpuSeconds(server.pid)) - cpuBefore
       const after = yield* scrapeCounters(server.adminUrl, adminToken)
       const [refused, headTimeouts, requestTimeouts, failedKeys] = after.map((value, i) => value - before[i]!)
       attacked[index]!.push(hit)
-      const note = `open after 15 s: ${openAt15}; ${described}; server: ${refused} connections refused, ${headTimeouts} head and ${requestTimeouts} request timeouts, ${failedKeys} failed-key 429s`
+      const note = `open after 15 s: ${openAt15}; ${described}; server: ${refused} connections refused, ${headTimeouts} head and ${requestTimeouts} request timeouts, ${failedKeys} failed-key 429s; server CPU ${cpu.toFixed(1)} s in ${((performance.now() - started) / 1000).toFixed(0)} s`
       notes[index]!.push(note)
       yield* Console.log(`attacked: intake ${summary(hit.intake)}; delivery ${summary(hit.delivery)}${hit.missing > 0 ? `; ${hit.missing} not delivered` : ""} — ${attack.name}`)
       yield* Console.log(`          ${note}`)
