@@ -78,7 +78,10 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
     for (let i = 0; i < now; i++) {
       const socket = Net.connect({ port, host: "127.0.0.1" })
       sockets.push(socket)
+      let done = false
       const settle = () => {
+        if (done) return
+        done = true
         if (++settled === now) open(remaining - now)
       }
       // Answers are read and dropped: unread, they would hold the connection's end (and close) back.
@@ -94,7 +97,8 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
         settle()
       })
       socket.once("error", () => {
-        failed++
+        // An error after the connection opened (a reset) is counted as its close.
+        if (socket.connecting) failed++
         settle()
       })
       socket.on("error", () => undefined)
