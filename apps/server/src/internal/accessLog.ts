@@ -70,42 +70,41 @@ export const observe = (api: string, method: string, route: string, status: numb
 
 /**
  * The middleware for the API named `api`, whose requests act as `actor` until authenticated.
- * A flood of 429s (a rate limit holding) logs one line per client address per minute
- * through `refusals`, not one per request.
+ * A flood of 429s (a rate limit holding) writes one line per client address per minute
+ * (`refusals`), not one per request.
  */
-export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) => {
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-    Effect.withFiberRuntime((fiber) => {
-      const context = fiber.currentContext
-      const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
-      // The server span of the platform's tracer middleware; its router names the matched route on it.
-      const span = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
-      const acting: Audit.Acting = { actor, accountId: undefined }
-      const started = performance.now()
-      return Effect.onExit(Audit.actingAs(acting)(app), (exit) => {
-        const seconds = (performance.now() - started) / 1000
-        const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
-        const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
-        const route = typeof matched === "string" ? matched : UNMATCHED
-        observe(api, request.method, route, status, seconds)
-        const accountId = acting.accountId ?? accountInPath(route, request.url)
-        const fields: Record<string, unknown> = {
-          log: "access",
-          api,
-          method: request.method,
-          route,
-          status,
-          duration_ms: Math.round(seconds * 100_000) / 100
-        }
-        if (accountId !== undefined) fields["account_id"] = accountId
-        if (status === 429) {
-          const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-          const leftOut = refusals(address, Date.now())
-          if (leftOut === undefined) return Effect.void
-          fields["client_address"] = address
-          fields["refusals_left_out"] = leftOut
-        }
-        return Effect.annotateLogs(Effect.logInfo("http request"), fields)
-      })
+export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+    // The server span of the platform's tracer middleware; its router names the matched route on it.
+    const span = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
+    const acting: Audit.Acting = { actor, accountId: undefined }
+    const started = performance.now()
+    return Effect.onExit(Audit.actingAs(acting)(app), (exit) => {
+      const seconds = (performance.now() - started) / 1000
+      const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
+      const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
+      const route = typeof matched === "string" ? matched : UNMATCHED
+      observe(api, request.method, route, status, seconds)
+      const accountId = acting.accountId ?? accountInPath(route, request.url)
+      const fields: Record<string, unknown> = {
+        log: "access",
+        api,
+        method: request.method,
+        route,
+        status,
+        duration_ms: Math.round(seconds * 100_000) / 100
+      }
+      if (accountId !== undefined) fields["account_id"] = accountId
+      if (status === 429) {
+        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+        const leftOut = refusals(address, Date.now())
+        if (leftOut === undefined) return Effect.void
+        fields["client_address"] = address
+        fields["refusals_left_out"] = leftOut
+      }
+      return Effect.annotateLogs(Effect.logInfo("http request"), fields)
     })
-}
+  })
