@@ -29,11 +29,10 @@ import { Certificate } from "@crm-relay/testing"
 import { Config, Console, Duration, Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
-import * as Net from "node:net"
+import * as ChildProcess from "node:child_process"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { setTimeout as sleep } from "node:timers/promises"
-import { Pool } from "undici"
+import { fileURLToPath } from "node:url"
 import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { jsonClient, type JsonRequest } from "../support/Http.js"
@@ -54,120 +53,39 @@ const serverLog = Argv.text("server-log")
 /** Which attacks to run (comma-separated names: slow, idle, flood, bad-keys). */
 const only = new Set((Argv.text("attacks") ?? "slow,idle,flood,bad-keys").split(",").map((name) => name.trim()))
 
-/** An attack under way: what it did so far, and how to end it. */
+/** An attack under way in its own process (so its sockets never share the measuring client's event loop). */
 interface Attack {
-  /** Its connections still open now (connection attacks). */
-  readonly open: () => number
-  readonly describe: () => string
-  readonly stop: () => Promise<void>
+  /** Its connections still open 15 s after it began. */
+  readonly openAt15: Promise<number>
+  /** Ends it; what it did. */
+  readonly stop: () => Promise<string>
 }
 
-/** `count` connections to `port`, opened `batch` at a time; `onOpen` runs on each once connected. */
-const connections = (port: number, count: number, onOpen: (socket: Net.Socket) => void): Attack => {
-  const sockets: Array<Net.Socket> = []
-  const started = performance.now()
-  let connected = 0
-  let failed = 0
-  let closed = 0
-  let lastClose = 0
-  let stopped = false
-  const open = (remaining: number): void => {
-    if (stopped || remaining === 0) return
-    const now = Math.min(100, remaining)
-    let settled = 0
-    for (let i = 0; i < now; i++) {
-      const socket = Net.connect({ port, host: "127.0.0.1" })
-      sockets.push(socket)
-      let done = false
-      const settle = () => {
-        if (done) return
-        done = true
-        if (++settled === now) open(remaining - now)
-      }
-      // Answers are read and dropped: unread, they would hold the connection's end (and close) back.
-      socket.resume()
-      socket.once("connect", () => {
-        connected++
-        socket.once("close", () => {
-          if (stopped) return
-          closed++
-          lastClose = performance.now() - started
-        })
-        onOpen(socket)
-        settle()
-      })
-      socket.once("error", () => {
-        // An error after the connection opened (a reset) is counted as its close.
-        if (socket.connecting) failed++
-        settle()
-      })
-      socket.on("error", () => undefined)
-    }
-  }
-  open(count)
-  return {
-    open: () => connected - closed,
-    describe: () =>
-      `${connected} connected, ${failed} failed to connect, ${closed} closed by the server (the last ${(lastClose / 1000).toFixed(1)} s after the attack began)`,
-    stop: async () => {
-      stopped = true
-      for (const socket of sockets) socket.destroy()
-    }
-  }
-}
+const ATTACKER = fileURLToPath(new URL("./attacker.ts", import.meta.url))
 
-/** Slowloris: a request line, then one header byte every 5 s on each connection. */
-const slowHeaders = (port: number, count: number): Attack => {
-  const live: Array<Net.Socket> = []
-  const attack = connections(port, count, (socket) => {
-    socket.write("GET /perform-list HTTP/1.1\r\nHost: bench\r\nX-Slow: ")
-    live.push(socket)
+/** Starts the attacker process with `args` (see attacker.ts). */
+const startAttacker = (...args: ReadonlyArray<string | number>): Attack => {
+  const child = ChildProcess.fork(ATTACKER, args.map(String), { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+  const messages: Array<Record<string, unknown>> = []
+  const waiting: Array<() => void> = []
+  child.on("message", (message) => {
+    messages.push(message as Record<string, unknown>)
+    waiting.splice(0).forEach((wake) => wake())
   })
-  const drip = setInterval(() => {
-    for (const socket of live) if (!socket.destroyed) socket.write("a")
-  }, 5_000)
-  return { ...attack, stop: () => (clearInterval(drip), attack.stop()) }
-}
-
-/** Well-formed requests with random invalid keys over keep-alive connections, at most `perSecond` a second (0: no cap). */
-const badKeys = (url: string, count: number, perSecond: number): Attack => {
-  const pool = new Pool(url, { connections: count, pipelining: 1, keepAliveTimeout: 30_000 })
-  const statuses = new Map<number | string, number>()
-  const started = performance.now()
-  let issued = 0
-  let stopped = false
-  const worker = async () => {
-    while (!stopped) {
-      if (perSecond > 0) {
-        const slot = started + (issued * 1000) / perSecond
-        issued++
-        const wait = slot - performance.now()
-        if (wait > 0) await sleep(wait)
-        if (stopped) return
-      }
-      const status = await pool.request({
-        path: "/perform-list",
-        method: "GET",
-        headers: { authorization: `Bearer crk_${randomBytes(32).toString("base64url")}` }
-      }).then(async (answer) => {
-        await answer.body.dump()
-        return answer.statusCode
-      }, (error: unknown) => (error instanceof Error ? error.name : "error"))
-      statuses.set(status, (statuses.get(status) ?? 0) + 1)
+  const next = async (key: string): Promise<unknown> => {
+    for (;;) {
+      const found = messages.find((message) => key in message)
+      if (found !== undefined) return found[key]
+      await new Promise<void>((wake) => waiting.push(wake))
     }
   }
-  const workers = Array.from({ length: count }, worker)
   return {
-    open: () => 0,
-    describe: () => {
-      const total = [...statuses.values()].reduce((a, b) => a + b, 0)
-      const perSec = total / ((performance.now() - started) / 1000)
-      return `${total} requests (${perSec.toFixed(0)}/s): ${[...statuses].map(([s, n]) => `${s}×${n}`).join(", ")}`
-    },
+    openAt15: next("openAt15").then(Number),
     stop: async () => {
-      stopped = true
-      await Promise.all(workers)
-      await pool.destroy()
+      child.send({ stop: true })
+      const described = String(await next("described"))
+      await new Promise((exited) => child.once("exit", exited))
+      return described
     }
   }
 }
@@ -268,17 +186,17 @@ const main = Effect.gen(function*() {
   yield* measuredLoad(call, server.adminUrl, adminToken, accountId, receiver.arrivals, "warmup")
 
   const attacks: ReadonlyArray<{ readonly id: string; readonly name: string; readonly start: () => Attack }> = ([
-    { id: "slow", name: `slow headers (${slowCount} connections, one header byte every 5 s)`, start: () => slowHeaders(publicPort, slowCount) },
-    { id: "idle", name: `idle sockets (${idleCount} connections that never send a byte)`, start: () => connections(publicPort, idleCount, () => undefined) },
+    { id: "slow", name: `slow headers (${slowCount} connections, one header byte every 5 s)`, start: () => startAttacker("slow", publicPort, slowCount) },
+    { id: "idle", name: `idle sockets (${idleCount} connections that never send a byte)`, start: () => startAttacker("idle", publicPort, idleCount) },
     {
       id: "flood",
       name: `connection flood (${floodCount} silent connections; open-file limit ${nofile}, budget ${budget})`,
-      start: () => connections(publicPort, floodCount, () => undefined)
+      start: () => startAttacker("idle", publicPort, floodCount)
     },
     {
       id: "bad-keys",
       name: `failed-key flood (${badKeyConnections} connections, random invalid keys, ${badKeyRate > 0 ? `at most ${badKeyRate}/s` : "uncapped"})`,
-      start: () => badKeys(server.publicUrl, badKeyConnections, badKeyRate)
+      start: () => startAttacker("bad-keys", server.publicUrl, badKeyConnections, badKeyRate)
     }
   ] as const).filter((attack) => only.has(attack.id))
   const alone: Array<Round> = []
@@ -294,16 +212,10 @@ const main = Effect.gen(function*() {
       const cpuBefore = yield* cpuSeconds(server.pid)
       const started = performance.now()
       const running = attack.start()
-      let openAt15 = -1
-      const check = setTimeout(() => (openAt15 = running.open()), 15_000)
       yield* Effect.sleep("1 second")
       const hit = yield* measuredLoad(call, server.adminUrl, adminToken, accountId, receiver.arrivals, `attacked-${n++}`)
-      const remaining = 15_000 - (performance.now() - started)
-      if (remaining > 0) yield* Effect.sleep(Duration.millis(remaining + 50))
-      clearTimeout(check)
-      if (openAt15 < 0) openAt15 = running.open()
-      const described = running.describe()
-      yield* Effect.promise(() => running.stop())
+      const openAt15 = yield* Effect.promise(() => running.openAt15)
+      const described = yield* Effect.promise(() => running.stop())
       const cpu = (yield* cpuSeconds(server.pid)) - cpuBefore
       const after = yield* scrapeCounters(server.adminUrl, adminToken)
       const [refused, headTimeouts, requestTimeouts, failedKeys] = after.map((value, i) => value - before[i]!)
