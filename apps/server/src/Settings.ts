@@ -116,7 +116,7 @@ export const table: ReadonlyArray<Setting> = [
   {
     name: "FAILED_KEY_LIMIT",
     default: "30",
-    description: "Requests with an invalid integration key allowed per client address per minute (counted across replicas); then every request from it gets 429 with Retry-After, without a database query.",
+    description: "Requests with an invalid, disabled or missing integration key allowed per client address per minute (counted across replicas); then every request from it gets 429 with Retry-After, without a database query.",
     secret: false
   },
   {

@@ -30,6 +30,7 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
   let failed = 0
   let closed = 0
   let lastClose = 0
+  let longest = 0
   let stopped = false
   const open = (remaining: number): void => {
     if (stopped || remaining === 0) return
@@ -48,10 +49,12 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
       socket.resume()
       socket.once("connect", () => {
         connected++
+        const opened = performance.now()
         socket.once("close", () => {
           if (stopped) return
           closed++
           lastClose = performance.now() - started
+          longest = Math.max(longest, performance.now() - opened)
         })
         onOpen(socket)
         settle()
@@ -68,7 +71,8 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
   return {
     open: () => connected - closed,
     describe: () =>
-      `${connected} connected, ${failed} failed to connect, ${closed} closed by the server (the last ${(lastClose / 1000).toFixed(1)} s after the attack began)`,
+      `${connected} connected, ${failed} failed to connect, ${closed} closed by the server (the last ${(lastClose / 1000).toFixed(1)} s after the attack began; ` +
+      `longest ${(longest / 1000).toFixed(1)} s after its own connect)`,
     stop: async () => {
       stopped = true
       for (const socket of sockets) socket.destroy()
