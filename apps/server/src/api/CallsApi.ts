@@ -22,7 +22,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { CallOutcome, CrmPushJobs, CrmPushReceipts, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Schema, Struct } from "effect"
-import { ReplayAnswer } from "./Replay.js"
+import { ReplayAnswer } from "../http/internal/Replay.js"
 
 /** 409: the call already has a different outcome. */
 export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("OutcomeConflict", { error: Schema.String }) {

@@ -20,7 +20,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Events } from "@crm-relay/contract"
 import { Deliveries } from "@crm-relay/events"
 import { Schema } from "effect"
-import { ReplayAnswer } from "./Replay.js"
+import { ReplayAnswer } from "../http/internal/Replay.js"
 
 /** The latest attempt of a delivery. */
 export const AttemptView = Schema.Struct({

@@ -6,7 +6,7 @@
  */
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect, Option } from "effect"
-import { refused } from "../AdminError.js"
+import { refused } from "./AdminError.js"
 import type { DeliveryView } from "../api/DeliveriesApi.js"
 import type * as Operations from "./DeliveryOperations.js"
 import type { SearchFilter } from "./DeliveryOperations.js"

@@ -6,8 +6,8 @@
 import { Options } from "@effect/cli"
 import * as Page from "@crm-relay/events/Page"
 import { Effect, Option } from "effect"
-import { type AdminError, refused } from "../AdminError.js"
-import type { PageRequest } from "../AdminOperations.js"
+import { type AdminError, refused } from "./AdminError.js"
+import type { PageRequest } from "./AdminOperations.js"
 
 /** `--limit`: the page size. */
 export const limit = Options.integer("limit").pipe(

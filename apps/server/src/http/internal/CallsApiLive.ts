@@ -6,9 +6,9 @@ import { CrmPushJobs, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Accounts } from "@crm-relay/events"
 import { Effect, Layer, Option, Schema, Struct } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
+import { InternalApi, unknownAccount } from "../../InternalApi.js"
 import * as Replay from "./Replay.js"
-import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "./CallsApi.js"
+import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "../../api/CallsApi.js"
 
 /** Sentences of the post-call errors. */
 export const messages = {
