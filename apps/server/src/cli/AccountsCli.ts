@@ -7,7 +7,7 @@
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect } from "effect"
 import type * as Admin from "./AdminOperations.js"
-import type { AccountView, KeyView, SubscriptionView } from "../api/ListingsApi.js"
+import type { AccountView, KeyView, SubscriptionView } from "@crm-relay/contract/InternalApi/ListingsApi"
 import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
 

@@ -4,7 +4,7 @@
  * same form the internal API takes).
  */
 import { Options } from "@effect/cli"
-import * as Page from "@crm-relay/events/Page"
+import * as Page from "@crm-relay/contract/Pages"
 import { Effect, Option } from "effect"
 import { type AdminError, refused } from "./AdminError.js"
 import type { PageRequest } from "./AdminOperations.js"
