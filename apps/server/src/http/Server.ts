@@ -17,6 +17,7 @@ import * as DeliveryWorker from "../workers/DeliveryWorker.js"
 import * as InternalApiLive from "./internal/InternalApiLive.js"
 import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
+import * as Reference from "./internal/Reference.js"
 import { serveApi } from "./serveApi.js"
 import * as ServerFile from "../config/ServerFile.js"
 import * as TraceSampling from "../observability/TraceSampling.js"
@@ -85,7 +86,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     port: options.adminPort,
     messages: { notFound: InternalApiLive.messages.notFound },
     observe: { api: "internal", actor: "admin_token" },
-    routes: Metrics.route(options.adminToken),
+    routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
     tag: AdminAddress
   })
   const publicApi = Workers.servesPublicApi(options.role)
