@@ -89,18 +89,18 @@ const explainErrors = (response, z) => {
       delay,
     );
   }
-  if (status === 404 && path.endsWith('/perform-list')) {
+  if (status === 404 && response.request.method === 'DELETE' && /\/subscribe\/[^/]+$/.test(path)) {
     throw new z.errors.Error(
-      `No crm-relay Event API answers at this base URL (404 for ${path}): use the address of the Event API (its public port), not the internal API or the Integrations area.`,
-      'NotEventApi',
+      `crm-relay has no such subscription for this key's account (404 for DELETE ${path}): it was already removed (for example in the Integrations area) or belongs to another account. Nothing is left to remove.` +
+        said,
+      'SubscriptionNotFound',
       404,
     );
   }
   if (status === 404) {
     throw new z.errors.Error(
-      `crm-relay has no such subscription for this key's account (404 for DELETE ${path}): it was already removed (for example in the Integrations area) or belongs to another account. Nothing is left to remove.` +
-        said,
-      'SubscriptionNotFound',
+      `No crm-relay Event API answers at this base URL (404 for ${response.request.method} ${path}): use the address of the Event API (its public port), not the internal API or the Integrations area.`,
+      'NotEventApi',
       404,
     );
   }

@@ -219,5 +219,10 @@ layer(harness, { excludeTestServices: true, timeout: 600_000 })("the Zapier app 
         expect(error.message).toContain(sentence)
         expect(error.message).not.toMatch(/\n\s+at /)
       }
+      // A subscribe at a base URL with no Event API is not mistaken for a missing subscription.
+      const elsewhere = yield* stub(404, { "content-type": "text/plain" }, "Not Found")
+      const subscribe = yield* zapFails(lead.performSubscribe, { authData: { base_url: `${elsewhere}/crm`, api_key: key }, targetUrl: "https://hooks.zapier.com/x" })
+      expect(subscribe).toMatchObject({ name: "AppError", code: "NotEventApi", status: 404 })
+      expect(subscribe.message).toContain("404 for POST /crm/subscribe")
     }).pipe(Effect.scoped))
 })
