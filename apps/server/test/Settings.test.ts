@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, LogLevel, Option, Redacted } from "effect"
 import * as OpenFileLimit from "../src/config/OpenFileLimit.js"
 import * as PublicEdge from "../src/config/PublicEdge.js"
-import * as Settings from "../src/Settings.js"
+import * as Settings from "../src/config/Settings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 

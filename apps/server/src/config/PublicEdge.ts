@@ -8,7 +8,7 @@ import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { ConfigError, Effect } from "effect"
 import type { ConnectionLimits } from "../http/ConnectionLimits.js"
 import * as OpenFileLimit from "./OpenFileLimit.js"
-import type { PublicEdgeSettings } from "../Settings.js"
+import type { PublicEdgeSettings } from "./Settings.js"
 
 /** What `serve` applies to the public port. */
 export interface PublicEdge {

@@ -1,0 +1,110 @@
+/**
+ * One access line and the HTTP metrics per request, as a middleware of
+ * `serveApi`: the API, method, route template (never the raw path, so ids and
+ * keys in paths stay out), status, duration and the account once the request
+ * authenticated. The request runs acting as the API's actor (see Audit) until
+ * its authentication names a better one.
+ */
+import type { HttpApp } from "@effect/platform"
+import { HttpServerError, HttpServerRequest } from "@effect/platform"
+import * as Audit from "@crm-relay/store/Audit"
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
+import { performance } from "node:perf_hooks"
+import * as RefusalLog from "./RefusalLog.js"
+
+/** Requests answered, by API, method, route template and status. */
+const requestsKey = MetricKey.counter("crm_relay_http_requests_total", {
+  description: "HTTP requests answered, by API (public, internal), method, route template and status.",
+  incremental: true
+})
+/** Time from the request head to the response written, by API, method, route template and status. */
+const durationKey = MetricKey.histogram(
+  "crm_relay_http_request_duration_seconds",
+  MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
+  "HTTP request latency in seconds, by API, method, route template and status."
+)
+
+interface Instruments {
+  readonly requests: Metric.Metric.Counter<number>
+  readonly seconds: Metric.Metric.Histogram<number>
+}
+
+// Tagging a metric per update would rebuild its key every time: one pair per label set, built once.
+const instruments = new Map<string, Instruments>()
+const instrumentsFor = (api: string, method: string, route: string, status: number): Instruments => {
+  const id = `${api} ${method} ${route} ${status}`
+  let found = instruments.get(id)
+  if (found === undefined) {
+    const labels = [
+      MetricLabel.make("api", api),
+      MetricLabel.make("method", method),
+      MetricLabel.make("route", route),
+      MetricLabel.make("status", String(status))
+    ]
+    found = {
+      requests: Metric.fromMetricKey(MetricKey.taggedWithLabels(requestsKey, labels)),
+      seconds: Metric.fromMetricKey(MetricKey.taggedWithLabels(durationKey, labels))
+    }
+    instruments.set(id, found)
+  }
+  return found
+}
+
+const NO_TAGS: ReadonlyArray<MetricLabel.MetricLabel> = []
+
+/** The route label of a request no route matched (one series, whatever the path). */
+export const UNMATCHED = "unmatched"
+
+/** The account id a route template names in its path (`/v1/accounts/:id/...`), if any. */
+const accountInPath = (route: string, url: string): string | undefined => {
+  if (!route.startsWith("/v1/accounts/:id")) return undefined
+  return url.split("?", 1)[0]!.split("/")[3]
+}
+
+/** Counts one answered request in the HTTP metrics (for answers given before this middleware runs). */
+export const observe = (api: string, method: string, route: string, status: number, seconds: number): void => {
+  const metrics = instrumentsFor(api, method, route, status)
+  metrics.requests.unsafeUpdate(1, NO_TAGS)
+  metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+}
+
+/**
+ * The middleware for the API named `api`, whose requests act as `actor` until authenticated.
+ * A flood of 429s (a rate limit holding) writes one line per client address per minute
+ * (`refusals`), not one per request.
+ */
+export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
+    // The server span of the platform's tracer middleware; its router names the matched route on it.
+    const span = Context.getOrElse(context, Tracer.ParentSpan, () => undefined)
+    const acting: Audit.Acting = { actor, accountId: undefined }
+    const started = performance.now()
+    return Effect.onExit(Audit.actingAs(acting)(app), (exit) => {
+      const seconds = (performance.now() - started) / 1000
+      const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
+      const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
+      const route = typeof matched === "string" ? matched : UNMATCHED
+      observe(api, request.method, route, status, seconds)
+      const accountId = acting.accountId ?? accountInPath(route, request.url)
+      const fields: Record<string, unknown> = {
+        log: "access",
+        api,
+        method: request.method,
+        route,
+        status,
+        duration_ms: Math.round(seconds * 100_000) / 100
+      }
+      if (accountId !== undefined) fields["account_id"] = accountId
+      if (status === 429) {
+        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+        const leftOut = refusals(address, Date.now())
+        if (leftOut === undefined) return Effect.void
+        fields["client_address"] = address
+        fields["refusals_left_out"] = leftOut
+      }
+      return Effect.annotateLogs(Effect.logInfo("http request"), fields)
+    })
+  })

@@ -1,0 +1,112 @@
+/**
+ * Serves one `HttpApi` on its own Node HTTP server: our Error-object
+ * middleware, its own router (built fresh, so two APIs in one process never
+ * share routes), and a graceful stop: on release the server stops accepting,
+ * closes idle keep-alive connections, lets in-flight requests finish (up to
+ * `graceMillis`, then closes what is left) — all before the database closes.
+ */
+import { HttpApiBuilder, type HttpApi, HttpRouter, HttpServer } from "@effect/platform"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { ErrorResponses } from "@crm-relay/events"
+import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
+import { type Context, Effect, Layer, Metric, Runtime } from "effect"
+import * as ConnectionLimits from "./ConnectionLimits.js"
+import * as ClientAddress from "./public/ClientAddress.js"
+import * as RefusalLog from "./RefusalLog.js"
+import * as HttpConnections from "./HttpConnections.js"
+import { accessLog } from "./accessLog.js"
+
+/** Where an API listens. */
+export interface Address {
+  /** Base URL for clients on this machine (a wildcard bind is reached via loopback). */
+  readonly url: string
+  readonly host: string
+  readonly port: number
+}
+
+const urlHost = (hostname: string): string => {
+  if (hostname === "0.0.0.0" || hostname === "") return "127.0.0.1"
+  if (hostname === "::") return "[::1]"
+  return hostname.includes(":") ? `[${hostname}]` : hostname
+}
+
+/** Serves `api` on `host:port` and provides its address under `tag`. */
+export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShortcut = never>(options: {
+  readonly api: Layer.Layer<HttpApi.Api, EApi, RApi>
+  /** The API's name in access lines and metrics (`public`, `internal`), and who its requests act as until authenticated. */
+  readonly observe: { readonly api: string; readonly actor: string }
+  /** Routes beside the API's on its router (e.g. GET /metrics). */
+  readonly routes?: Layer.Layer<never, ERoutes, RRoutes>
+  readonly host: string | undefined
+  readonly port: number
+  readonly messages: ErrorResponses.Messages
+  readonly tag: Context.Tag<I, Address>
+  readonly graceMillis?: number
+  /** Timeouts and connection budget (the public port); Node's defaults when not given. */
+  readonly connectionLimits?: ConnectionLimits.ConnectionLimits | undefined
+  /** Proxies whose X-Forwarded-For names the client address (see ClientAddress). */
+  readonly trustedProxies?: ReadonlyArray<AddressPolicy.Cidr> | undefined
+  /** Answers some requests before any router, logging its refusals through the access log's throttle. */
+  readonly shortcut?: ((refusals: RefusalLog.RefusalLog) => Effect.Effect<HttpConnections.Shortcut, never, RShortcut>) | undefined
+}): Layer.Layer<I, EApi | ERoutes | import("@effect/platform/HttpServerError").ServeError, RApi | RRoutes | RShortcut> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<never>()
+      const refusals = RefusalLog.make()
+      const shortcut = options.shortcut === undefined ? undefined : yield* options.shortcut(refusals)
+      const limits = options.connectionLimits
+      const server = new HttpConnections.Server({
+        ...HttpConnections.serverOptions,
+        ...(limits === undefined ? {} : ConnectionLimits.serverOptions(limits))
+      })
+      const inOrder = HttpConnections.install(server, options.messages.notFound, {
+        shortcut,
+        onTimeout: limits === undefined
+          ? undefined
+          : (phase) => void Runtime.runFork(runtime)(Metric.increment(ConnectionLimits.timedOut[phase]))
+      })
+      if (limits !== undefined) ConnectionLimits.install(server, limits, runtime)
+      const clientAddress = ClientAddress.middleware(options.trustedProxies ?? [])
+      const graceMillis = options.graceMillis ?? 10_000
+
+      const gracefulStop = Layer.scopedDiscard(
+        Effect.addFinalizer(() =>
+          Effect.async<void>((resume) => {
+            if (!server.listening) return resume(Effect.void)
+            const force = setTimeout(() => server.closeAllConnections(), graceMillis)
+            // A keep-alive connection becomes idle when its request finishes: close it then.
+            const sweep = setInterval(() => server.closeIdleConnections(), 50)
+            server.close(() => {
+              clearTimeout(force)
+              clearInterval(sweep)
+              resume(Effect.void)
+            })
+            server.closeIdleConnections()
+          })
+        )
+      )
+
+      const address = Layer.effect(
+        options.tag,
+        Effect.map(HttpServer.HttpServer, ({ address }) => {
+          if (address._tag !== "TcpAddress") return { url: "", host: "", port: 0 }
+          return { url: `http://${urlHost(address.hostname)}:${address.port}`, host: address.hostname, port: address.port }
+        })
+      )
+
+      const serve = HttpApiBuilder.serve((app) => clientAddress(accessLog(options.observe.api, options.observe.actor, refusals)(inOrder(app)))).pipe(
+        // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
+        Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
+        Layer.provide(options.routes ?? Layer.empty),
+        Layer.provide(options.api),
+        Layer.provide(ErrorResponses.layer(options.messages))
+      )
+
+      return Layer.merge(gracefulStop, address).pipe(
+        // Built after `serve`, so released before it: the stop drains while handlers are still attached.
+        Layer.provide(serve),
+        Layer.provide(NodeHttpServer.layer(() => server, options.host === undefined ? { port: options.port } : { port: options.port, host: options.host })),
+        Layer.fresh
+      )
+    })
+  )
