@@ -31,6 +31,7 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
   let closed = 0
   let lastClose = 0
   let longest = 0
+  const openedAt = new Map<Net.Socket, number>()
   let stopped = false
   const open = (remaining: number): void => {
     if (stopped || remaining === 0) return
@@ -50,8 +51,10 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
       socket.once("connect", () => {
         connected++
         const opened = performance.now()
+        openedAt.set(socket, opened)
         socket.once("close", () => {
           if (stopped) return
+          openedAt.delete(socket)
           closed++
           lastClose = performance.now() - started
           longest = Math.max(longest, performance.now() - opened)
@@ -72,7 +75,8 @@ const connections = (port: number, count: number, onOpen: (socket: Net.Socket) =
     open: () => connected - closed,
     describe: () =>
       `${connected} connected, ${failed} failed to connect, ${closed} closed by the server (the last ${(lastClose / 1000).toFixed(1)} s after the attack began; ` +
-      `longest ${(longest / 1000).toFixed(1)} s after its own connect)`,
+      `the longest-lived ${(longest / 1000).toFixed(1)} s after its own connect), ` +
+      `${[...openedAt.values()].filter((opened) => performance.now() - opened > 15_000).length} still open 15 s after their own connect`,
     stop: async () => {
       stopped = true
       for (const socket of sockets) socket.destroy()
