@@ -822,14 +822,14 @@ const transportChecks = (): ReadonlyArray<Check> => [
     hint: "Refuse (400) a tools/call whose Mcp-Name, Mcp-Method or MCP-Protocol-Version header disagrees with its body.",
     run: (setup) =>
       Effect.gen(function*() {
-        // Body: svc_capabilities; header: another read-only tool. Either way nothing is written.
+        // Body: a contacts.search no contact can match; header: capabilities. Both read-only: nothing is written either way.
         const body: Mcp.ToolsCallRequest = {
           jsonrpc: "2.0",
           id: Values.JsonRpcId.make(makeRequestId()),
           method: "tools/call",
           params: {
-            name: Operations.TOOL_NAMES["capabilities"],
-            arguments: common(setup),
+            name: Operations.TOOL_NAMES["contacts.search"],
+            arguments: { ...common(setup), phone: "", email: `crm-relay-conformance-${randomBytes(8).toString("hex")}@example.invalid` },
             _meta: {
               "io.modelcontextprotocol/protocolVersion": Values.MCP_PROTOCOL_VERSION,
               "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
@@ -847,15 +847,26 @@ const transportChecks = (): ReadonlyArray<Check> => [
               "authorization": Redacted.make(`Bearer ${Redacted.value(bearer)}`),
               "mcp-protocol-version": Values.MCP_PROTOCOL_VERSION,
               "mcp-method": "tools/call",
-              "mcp-name": Operations.TOOL_NAMES["contacts.search"]
+              "mcp-name": Operations.TOOL_NAMES["capabilities"]
             },
             body: JSON.stringify(body),
             options: { purpose: "bridge" }
           }).pipe(Effect.mapError((error) =>
-            new Permanent({ operation: "capabilities", status: null, kind: "egress_refused", message: error.message })
+            new Permanent({
+              operation: "capabilities",
+              status: null,
+              kind: error._tag === "EgressEncodingRefused" ? "encoding" : "egress_refused",
+              message: error.message
+            })
           ))))
-        if (Either.isLeft(result)) return fail(`The mismatched request was not answered: ${result.left.message}`)
+        if (Either.isLeft(result)) {
+          const other = transportCheckOf(setup, result.left)
+          return other === undefined
+            ? fail(`The mismatched request was not answered: ${result.left.message}`)
+            : skip(`The answer broke a transport rule, reported by ${other}: ${result.left.message}`)
+        }
         const status = result.right.status
+        if (status >= 300 && status <= 399) return skip("The answer was a redirect, reported by transport.no_redirects.")
         return status >= 400 && status <= 499
           ? pass(`A tools/call whose Mcp-Name disagrees with its body was refused (${status}).`)
           : fail(`A tools/call whose Mcp-Name header disagrees with its body was answered ${status}, not refused with a 4xx.`)
