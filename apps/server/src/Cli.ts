@@ -7,6 +7,7 @@ import { Command, Options } from "@effect/cli"
 import { Console, type Context, Effect, Layer, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./cli/AccountsCli.js"
+import * as BridgeCli from "./cli/BridgeCli.js"
 import * as ConnectionsCli from "./cli/ConnectionsCli.js"
 import * as DeliveriesCli from "./cli/DeliveriesCli.js"
 import { json, print } from "./cli/Output.js"
@@ -110,7 +111,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     "crm-relay: CRM bridge client and public Event API of the call-handling service. " +
       "Configuration comes from environment variables (PORT, ADMIN_PORT, ADMIN_HOST, ADMIN_TOKEN, DATABASE_URL, DATA_DIR, ROLE, LOG_LEVEL, ...)."
   ),
-  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
+  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, BridgeCli.command, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
 )
 
 /** Runs the CLI on `argv` (as `process.argv`). */

@@ -112,7 +112,7 @@ export const run = (
         rule: check.rule,
         status: outcome.status,
         detail: outcome.detail,
-        hint: check.hint,
+        hint: outcome.hint ?? check.hint,
         evidence: exchanges.map(Recorder.evidence)
       })
     }

@@ -46,10 +46,11 @@ interface State {
   booking: { readonly id: string; readonly key: string; readonly body: Record<string, unknown> } | undefined
 }
 
-/** A check's outcome. */
+/** A check's outcome; `hint` replaces the check's own when the failure lies elsewhere (the credential, the network). */
 export interface Outcome {
   readonly status: Conformance.CheckStatus
   readonly detail: string
+  readonly hint?: string
 }
 
 const pass = (detail: string): Outcome => ({ status: "pass", detail })
@@ -128,6 +129,20 @@ const transportCheckOf = (setup: Setup, error: BridgeError): string | undefined 
   }
 }
 
+/** A hint for an exchange that failed before any rule could be judged. */
+const failureHint = (error: BridgeError): { readonly hint?: string } => {
+  switch (error._tag) {
+    case "Auth":
+      return { hint: "The bridge refused the credential under test: check the API key or OAuth client and that it belongs to --tenant." }
+    case "Transient":
+      return { hint: error.diagnosis?.nextStep ?? "The bridge answered 429/5xx or could not be reached in time: make it answer, then run the check again." }
+    case "Permanent":
+      return error.diagnosis === undefined ? {} : { hint: error.diagnosis.nextStep }
+    case "Conflict":
+      return {}
+  }
+}
+
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value)
 
@@ -136,11 +151,8 @@ const receiptOf = (setup: Setup, result: Either.Either<TransportAnswer, BridgeEr
   if (Either.isLeft(result)) {
     const error = result.left
     const other = transportCheckOf(setup, error)
-    return Either.left(
-      other === undefined
-        ? fail(error.message)
-        : skip(`The answer broke a transport rule, reported by ${other}: ${error.message}`)
-    )
+    if (other !== undefined) return Either.left(skip(`The answer broke a transport rule, reported by ${other}: ${error.message}`))
+    return Either.left({ ...fail(error.message), ...failureHint(error) })
   }
   return isRecord(result.right.receipt)
     ? Either.right(result.right.receipt)
@@ -788,6 +800,7 @@ const transportChecks = (): ReadonlyArray<Check> => [
     hint: "Answer every successful operation with Content-Type: application/json and a JSON object body.",
     run: (setup) =>
       Effect.map(bridgeExchanges(setup), (all) => {
+        if (!all.some(is2xx)) return skip("No successful answer to judge.")
         const bad = all.filter(is2xx).filter((e) => {
           if (mediaType(e) !== "application/json") return true
           return !isRecord(decodeMessage(new TextDecoder().decode(e.response!.body)))
@@ -867,6 +880,7 @@ const transportChecks = (): ReadonlyArray<Check> => [
         }
         const status = result.right.status
         if (status >= 300 && status <= 399) return skip("The answer was a redirect, reported by transport.no_redirects.")
+        if (status === 401) return skip("The bridge refused the credential (401) before judging the headers.")
         return status >= 400 && status <= 499
           ? pass(`A tools/call whose Mcp-Name disagrees with its body was refused (${status}).`)
           : fail(`A tools/call whose Mcp-Name header disagrees with its body was answered ${status}, not refused with a 4xx.`)
@@ -881,6 +895,7 @@ const transportChecks = (): ReadonlyArray<Check> => [
     hint: "Answer tools/call as application/json (one JSON-RPC response) or text/event-stream (data frames ending with the response).",
     run: (setup) =>
       Effect.map(bridgeExchanges(setup), (all) => {
+        if (!all.some(is2xx)) return skip("No successful answer to judge.")
         const bad = all.filter(is2xx).filter((e) => {
           const type = mediaType(e)
           if (type !== "application/json" && type !== "text/event-stream") return true
@@ -904,6 +919,7 @@ const transportChecks = (): ReadonlyArray<Check> => [
           const final = finalMessage(e)
           return final === undefined ? [] : [{ e, final }]
         })
+        if (answered.length === 0) return skip("No successful answer to judge.")
         const bad = answered.filter(({ e, final }) => final["id"] !== requestIdOf(e))
         return bad.length === 0
           ? pass(`Every response (${answered.length}) echoed its request id.`)
@@ -919,6 +935,7 @@ const transportChecks = (): ReadonlyArray<Check> => [
     hint: "Answer a 2xx tools/call with result {resultType: \"complete\", isError: false, structuredContent: <REST receipt>}; no server requests.",
     run: (setup) =>
       Effect.map(bridgeExchanges(setup), (all) => {
+        if (!all.some(is2xx)) return skip("No successful answer to judge.")
         const bad = all.filter(is2xx).filter((e) => {
           const messages = mcpMessages(e)
           if (messages.some((m) => isRecord(m) && "method" in m && m["id"] !== undefined)) return true
