@@ -16,7 +16,7 @@ import type { Credentials } from "../../Credentials.js"
 import type { Egress } from "../../Egress.js"
 import { CLIENT_INFO, makeRequestId } from "../../McpTransport.js"
 import type { Exchange } from "./recorder.js"
-import { label, withoutCredential } from "./recorder.js"
+import { label, redactRemote, withoutCredential } from "./recorder.js"
 
 /** Everything a check works with. */
 export interface Setup {
@@ -162,7 +162,8 @@ const receiptOf = (setup: Setup, result: Either.Either<TransportAnswer, BridgeEr
 const isNonBlank = (value: unknown): value is string => typeof value === "string" && value.trim() !== ""
 
 const describeValue = (value: unknown): string =>
-  value === undefined ? "missing" : typeof value === "string" ? `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}` : JSON.stringify(value)
+  // Only identifiers, instants and the like are shown; anything that reads like prose is reduced to its length.
+  value === undefined ? "missing" : JSON.stringify(redactRemote(value))
 
 // ---------------------------------------------------------------------------
 // Read-only level
