@@ -21,7 +21,8 @@ import { DEFAULT_DEADLINE, Egress } from "./Egress.js"
 import { InvalidConnection } from "./InvalidConnection.js"
 import type { TokenCache } from "./TokenCache.js"
 import { TransportRegistry } from "./TransportRegistry.js"
-import * as Checks from "./internal/conformance/checks.js"
+import { catalog } from "./internal/conformance/catalog.js"
+import * as Check from "./internal/conformance/check.js"
 import * as Recorder from "./internal/conformance/recorder.js"
 
 /** What to check. */
@@ -37,7 +38,7 @@ export interface Options {
 }
 
 /** The ids of every check that may run for `transport` (`rest` or `mcp`), in order. */
-export const checkIds = (transport: string): ReadonlyArray<string> => Checks.catalog(transport).map((check) => check.id)
+export const checkIds = (transport: string): ReadonlyArray<string> => catalog(transport).map((check) => check.id)
 
 const LEVEL_ORDER: Record<Contract.Level, number> = { "read-only": 0, "writes": 1 }
 
@@ -81,7 +82,7 @@ export const run = (
         Credentials
       ))
 
-    const setup: Checks.Setup = {
+    const setup: Check.Setup = {
       transportKind: connection.transport.kind,
       url: connection.transport.url,
       tenantId: connection.tenantId,
@@ -93,15 +94,15 @@ export const run = (
       latencyLimitMs: Duration.toMillis(Duration.decode(options.latencyLimit ?? DEFAULT_DEADLINE)),
       now: new Date(startedMillis)
     }
-    const state = Checks.initialState()
+    const state = Check.initialState()
 
     const results: Array<Contract.CheckResult> = []
-    for (const check of Checks.catalog(connection.transport.kind)) {
+    for (const check of catalog(connection.transport.kind)) {
       const before = (yield* recorder.exchanges).length
-      const outcome: Checks.Outcome = check.level === "writes" && !writes
+      const outcome: Check.Outcome = check.level === "writes" && !writes
         ? { status: "skip", detail: "The write level runs only with --writes, on a test tenant." }
         : yield* check.run(setup, state).pipe(
-          Effect.catchAllDefect(() => Effect.succeed<Checks.Outcome>({ status: "fail", detail: "The check could not be completed (an unexpected error); run it again." })),
+          Effect.catchAllDefect(() => Effect.succeed<Check.Outcome>({ status: "fail", detail: "The check could not be completed (an unexpected error); run it again." })),
           Effect.withSpan(`Conformance.${check.id}`)
         )
       const exchanges = (yield* recorder.exchanges).slice(before)

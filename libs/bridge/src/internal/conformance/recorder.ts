@@ -107,6 +107,21 @@ const clip = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0
 const mediaType = (response: EgressResponse): string =>
   (response.headers["content-type"] ?? "no content type").split(";")[0]!.trim()
 
+// A JSON-RPC answer reads as what the checks judge: id, resultType, isError and structuredContent (or the error code).
+const jsonRpcText = (message: unknown): string => {
+  if (message === null || typeof message !== "object" || !("jsonrpc" in message)) return JSON.stringify(redactRemote(message))
+  const m = message as Record<string, unknown>
+  const id = `id=${JSON.stringify(redactRemote(m["id"]))}`
+  if ("method" in m) return `${"id" in m ? "server request" : "notification"} ${JSON.stringify(redactRemote(m["method"]))}`
+  const error = m["error"]
+  if (error !== null && typeof error === "object") return `${id} error code ${JSON.stringify((error as Record<string, unknown>)["code"])}`
+  const result = m["result"]
+  if (result === null || typeof result !== "object") return `${id} ${JSON.stringify(redactRemote(m))}`
+  const r = result as Record<string, unknown>
+  return `${id} resultType=${JSON.stringify(redactRemote(r["resultType"]))} isError=${JSON.stringify(r["isError"])} ` +
+    `structuredContent ${"structuredContent" in r ? JSON.stringify(redactRemote(r["structuredContent"])) : "missing"}`
+}
+
 const receivedText = (exchange: Exchange): string => {
   const response = exchange.response
   if (response === undefined) {
@@ -123,7 +138,7 @@ const receivedText = (exchange: Exchange): string => {
     const frames = text.split(/\r?\n/).filter((line) => line.startsWith("data:")).map((line) => line.slice(5).trim())
     const shown = frames.map((frame) => {
       try {
-        return JSON.stringify(redactRemote(JSON.parse(frame)))
+        return jsonRpcText(JSON.parse(frame))
       } catch {
         return `<${frame.length} bytes, not JSON>`
       }
@@ -131,10 +146,26 @@ const receivedText = (exchange: Exchange): string => {
     return clip(`${head}${encoded} ${shown.length} data frame(s): ${shown.join(" | ")}`)
   }
   try {
-    return clip(`${head}${encoded} ${JSON.stringify(redactRemote(JSON.parse(text)))}`)
+    return clip(`${head}${encoded} ${jsonRpcText(JSON.parse(text))}`)
   } catch {
     return `${head}${encoded} <${response.body.length} bytes, not JSON>`
   }
+}
+
+const parsed = (text: string): unknown => {
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+// An MCP request reads as its tool call: the envelope (_meta, jsonrpc) is the same on every request.
+const mcpCall = (body: unknown): string | undefined => {
+  if (body === null || typeof body !== "object" || !("params" in body) || !("id" in body)) return undefined
+  const params = body.params
+  if (params === null || typeof params !== "object" || !("name" in params) || !("arguments" in params)) return undefined
+  return `tools/call ${String(params.name)} id=${String(body.id)} arguments ${JSON.stringify(params.arguments)}`
 }
 
 const sentText = (exchange: Exchange): string => {
@@ -142,7 +173,8 @@ const sentText = (exchange: Exchange): string => {
   const mcp = exchange.requestHeaders["mcp-name"]
   const headers = mcp === undefined ? "" : ` [Mcp-Name: ${mcp}]`
   const credential = exchange.withoutCredential ? " (no Authorization header)" : ""
-  return clip(`POST ${exchange.url}${headers}${credential} ${exchange.requestBody}`)
+  const body = mcp === undefined ? exchange.requestBody : (mcpCall(parsed(exchange.requestBody)) ?? exchange.requestBody)
+  return clip(`POST ${exchange.url}${headers}${credential} ${body}`)
 }
 
 /** An exchange as report evidence. */
