@@ -11,7 +11,7 @@
  *   field by field against the contract, and the bridge's prose is never
  *   followed nor shown.
  */
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import { Cause, Context, Duration, Effect, Layer, Option } from "effect"
 import { type Conformance as Contract, Values } from "@crm-relay/contract"
 import { BridgeTransport } from "./BridgeTransport.js"
 import { credentialsLayer } from "./BridgeClients.js"
@@ -102,7 +102,12 @@ export const run = (
       const outcome: Check.Outcome = check.level === "writes" && !writes
         ? { status: "skip", detail: "The write level runs only with --writes, on a test tenant." }
         : yield* check.run(setup, state).pipe(
-          Effect.catchAllDefect(() => Effect.succeed<Check.Outcome>({ status: "fail", detail: "The check could not be completed (an unexpected error); run it again." })),
+          Effect.catchAllDefect((defect) =>
+            Effect.as(
+              Effect.logError(`The conformance check ${check.id} stopped on an unexpected error.`, Cause.die(defect)),
+              { status: "fail", detail: "The check could not be completed (an unexpected error, logged); run it again." } satisfies Check.Outcome
+            )
+          ),
           Effect.withSpan(`Conformance.${check.id}`)
         )
       const exchanges = (yield* recorder.exchanges).slice(before)

@@ -6,8 +6,8 @@
  * check that names it and nothing else.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Duration, Effect, Redacted } from "effect"
-import { type Conformance as Contract, Operations } from "@crm-relay/contract"
+import { Duration, Effect, Redacted, Schema } from "effect"
+import { Conformance as Contract, Operations } from "@crm-relay/contract"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import * as Conformance from "../src/Conformance.js"
 import * as ConformanceReport from "../src/ConformanceReport.js"
@@ -255,6 +255,8 @@ layer(BrokenBridge.layer, { excludeTestServices: true })("bridge conformance che
           expect(report.checks.filter((c) => c.status === "skip").map((c) => c.id)).toEqual([])
           expect(report).toMatchObject({ earned_level: "writes", requested_level: "writes", passed: true, credential: spec.auth })
           expect([...report.checks.map((c) => c.id)].sort()).toEqual([...Conformance.checkIds(spec.transport)].sort())
+          // The report is the contract's payload, as JSON (what --json prints and the internal API answers).
+          expect(Schema.decodeUnknownSync(Contract.Report)(JSON.parse(JSON.stringify(report)))).toEqual(report)
         }))
     }
   })
