@@ -9,9 +9,9 @@ import { Conformance, ConformanceReport, Egress, TokenCache, TransportRegistry }
 import type { Conformance as Contract } from "@crm-relay/contract"
 import { FileSystem } from "@effect/platform"
 import { Console, Effect, Layer } from "effect"
-import { AdminError, refused } from "../AdminError.js"
-import * as Logging from "../Logging.js"
-import * as Settings from "../Settings.js"
+import { AdminError, refused } from "./AdminError.js"
+import * as Logging from "../observability/Logging.js"
+import * as Settings from "../config/Settings.js"
 
 // The stored-connection mode's data access (and the form's flag names) load only when used.
 const connectionOperations = Effect.promise(() => import("./ConnectionOperations.js"))

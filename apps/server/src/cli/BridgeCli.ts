@@ -8,7 +8,7 @@
 import { Command, Options } from "@effect/cli"
 import type { Connection } from "@crm-relay/bridge"
 import { Effect, Option, Redacted } from "effect"
-import { refused } from "../AdminError.js"
+import { refused } from "./AdminError.js"
 import { SECRET_ENV, secretFrom } from "./ConnectionsCli.js"
 import { json } from "./Output.js"
 
