@@ -37,8 +37,21 @@ export interface Options {
   readonly latencyLimit?: Duration.DurationInput | undefined
 }
 
-/** The ids of every check that may run for `transport` (`rest` or `mcp`), in order. */
-export const checkIds = (transport: string): ReadonlyArray<string> => catalog(transport).map((check) => check.id)
+/** What a check proves, before it runs: id, level, the contract section and its rule, the hint. */
+export interface CheckDescription {
+  readonly id: string
+  readonly level: Contract.Level
+  readonly section: string
+  readonly rule: string
+  readonly hint: string
+}
+
+/** Every check that may run for `transport` (`rest` or `mcp`), in running order (e.g. to list them before a run). */
+export const describe = (transport: string): ReadonlyArray<CheckDescription> =>
+  catalog(transport).map(({ hint, id, level, rule, section }) => ({ id, level, section, rule, hint }))
+
+/** The ids of every check that may run for `transport`, in running order. */
+export const checkIds = (transport: string): ReadonlyArray<string> => describe(transport).map((check) => check.id)
 
 const LEVEL_ORDER: Record<Contract.Level, number> = { "read-only": 0, "writes": 1 }
 

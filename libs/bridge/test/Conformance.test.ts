@@ -328,7 +328,11 @@ layer(BrokenBridge.layer, { excludeTestServices: true })("bridge conformance che
     for (const row of TABLE) {
       for (const transport of row.transports) {
         const expected = Array.isArray(row.fails) ? row.fails : (row.fails as Record<Transport, ReadonlyArray<string>>)[transport]
-        it.effect(`${transport}: ${row.name} → ${expected.length === 0 ? "every check passes" : expected.join(", ")}`, () =>
+        const rules = expected.map((id) => {
+          const described = Conformance.describe(transport).find((c) => c.id === id)!
+          return `${id} (${described.section}: "${described.rule}")`
+        })
+        it.effect(`${transport}: ${row.name} → ${expected.length === 0 ? "every check passes" : rules.join(", ")}`, () =>
           Effect.gen(function*() {
             const { report } = yield* check({
               transport,
