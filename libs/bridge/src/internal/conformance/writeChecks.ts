@@ -5,8 +5,10 @@
  * record it creates is labelled as a conformance test.
  */
 import { randomBytes } from "node:crypto"
-import { Effect, Either } from "effect"
-import { Values } from "@crm-relay/contract"
+import { Effect, Either, Schema } from "effect"
+import { Operations, Values } from "@crm-relay/contract"
+import type { Permanent } from "../../BridgeError.js"
+import * as Receipts from "../../Receipts.js"
 import type { Check, Outcome } from "./check.js"
 import {
   advertises,
@@ -38,12 +40,21 @@ const testContact = (email: string, fullName: string) => ({
   tags: ["crm-relay-conformance-test"]
 })
 
-const idAndFlag = (r: Record<string, unknown>): Either.Either<{ id: string; isNew: boolean }, Outcome> => {
+const idAndFlag = (r: Record<string, unknown>): Either.Either<{ id: string; isNew: boolean; raw: Record<string, unknown> }, Outcome> => {
   if (!isNonBlank(r["id"])) return Either.left(fail(`id is ${describeValue(r["id"])}, not a nonblank string.`))
   const isNew = r["is_new"]
   if (typeof isNew !== "boolean") return Either.left(fail(`is_new is ${describeValue(isNew)}, not a real boolean.`))
-  return Either.right({ id: r["id"], isNew })
+  return Either.right({ id: r["id"], isNew, raw: r })
 }
+
+/**
+ * The client's own receipt check (the one every real call passes through): a receipt this check accepts
+ * must also be one crm-relay believes. Its message names fields, never the bridge's values.
+ */
+const believe = (checked: Either.Either<unknown, Permanent>): Outcome | undefined =>
+  Either.isRight(checked) ? undefined : fail(checked.left.message)
+
+const decodeAppointmentRequest = Schema.decodeUnknownEither(Operations.AppointmentsCreateRequest)
 
 const needs = (what: string, check: string) => skip(`Needs ${what} (see ${check}).`)
 
@@ -62,6 +73,8 @@ export const writes = (): ReadonlyArray<Check> => [
         const receipt = Either.flatMap(receiptOf(setup, yield* send(setup, "contacts.upsert", body, { key })), idAndFlag)
         if (Either.isLeft(receipt)) return receipt.left
         if (!receipt.right.isNew) return fail("A contact with a new identity was answered is_new: false (matched something).")
+        const believed = believe(Receipts.contactsUpsert(receipt.right.raw, 200))
+        if (believed !== undefined) return believed
         state.contact = { id: receipt.right.id, key, body }
         return pass("A new identity was created: is_new is the boolean true.")
       })
@@ -131,6 +144,8 @@ export const writes = (): ReadonlyArray<Check> => [
         const receipt = receiptOf(setup, yield* send(setup, "leads.create", body, { key }))
         if (Either.isLeft(receipt)) return receipt.left
         if (!isNonBlank(receipt.right["id"])) return fail(`id is ${describeValue(receipt.right["id"])}, not a nonblank string.`)
+        const believed = believe(Receipts.leadsCreate(receipt.right, 200))
+        if (believed !== undefined) return believed
         state.lead = { id: receipt.right["id"], key, body }
         return pass("The lead was created with a nonblank id.")
       })
@@ -197,6 +212,10 @@ export const writes = (): ReadonlyArray<Check> => [
         if (typeof r["timezone"] !== "string" || !Values.isIanaTimeZone(r["timezone"])) {
           return fail(`timezone is ${describeValue(r["timezone"])}, not an IANA name.`)
         }
+        const request = decodeAppointmentRequest(body)
+        if (Either.isLeft(request)) return yield* Effect.dieMessage("the conformance check built an invalid appointment request")
+        const believed = believe(Receipts.appointmentsCreate(request.right, r, 200))
+        if (believed !== undefined) return believed
         state.booking = { id: r["id"], key, body }
         return pass(`The offered slot ${slot.start} – ${slot.end} was booked and confirmed with exactly those instants.`)
       })
