@@ -1,10 +1,11 @@
 import { expect, layer } from "@effect/vitest"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase, Vault } from "@crm-relay/store"
-import { Effect, Option, Redacted } from "effect"
+import { Effect, Option, Redacted, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { cli, PROCESS_TEST_TIMEOUT, type Run } from "./support/Cli.js"
+import * as ServerFile from "../src/config/ServerFile.js"
+import { cli, PROCESS_TEST_TIMEOUT, type Run, serve, SERVE_START_BOUND } from "./support/Cli.js"
 import { tempDir } from "./support/TempDir.js"
 
 const TENANT = { tenantId: "t-1", apiKey: "check-key_visible~ASCII", clientId: "check-client", clientSecret: "check-client-secret!" } as const
@@ -113,5 +114,30 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
       const mixed = yield* run(["bridge", "check", "--account", account, "--tenant", TENANT.tenantId, "--url", bridge.restBaseUrl])
       expect([mixed.code, mixed.stderr]).toEqual([2, expect.stringContaining("With --account the stored connection is checked")])
       noSecrets(runs)
+    }), { timeout: PROCESS_TEST_TIMEOUT })
+
+  it.scoped("with a running server: bridge check --account --tenant runs on the stored connection through it (embedded database) or beside it (PostgreSQL)", () =>
+    Effect.gen(function*() {
+      const setUp = yield* setup
+      const env: Record<string, string> = { ...setUp.env, ADMIN_TOKEN: "bridge-check-admin-token-01" }
+      const server = yield* serve({ ...env, PORT: "0", ADMIN_PORT: "0" })
+      yield* ServerFile.running(env["DATA_DIR"]!).pipe(
+        Effect.flatMap(Effect.orElseFail(() => "not yet")),
+        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo(SERVE_START_BOUND))),
+        Effect.orElse(() => Effect.dieMessage(`the server did not start: ${server.stderr()}`))
+      )
+      const runs: Array<Run> = []
+      const run = (args: ReadonlyArray<string>) => Effect.tap(cli(args, env), (r) => Effect.sync(() => runs.push(r)))
+      const account = (JSON.parse((yield* run(["accounts", "create", "--name", "Served", "--json"])).stdout) as { id: string }).id
+      const set = yield* run(["connections", "set", "--account", account, "--tenant", TENANT.tenantId, "--transport", "mcp", "--url", setUp.bridge.mcpUrl, "--api-key", TENANT.apiKey])
+      expect(set.code).toBe(0)
+      const stored = yield* run(["bridge", "check", "--account", account, "--tenant", TENANT.tenantId, "--writes", "--junit", Path.join(setUp.dir, "served.xml")])
+      expect(stored.code).toBe(0)
+      expect(stored.stdout).toContain("Verdict: PASSED — the bridge earns the writes level (asked: writes)")
+      expect(Fs.readFileSync(Path.join(setUp.dir, "served.xml"), "utf8")).toContain(`name="appointments.create.conflict"`)
+      const unknown = yield* run(["bridge", "check", "--account", account, "--tenant", "t-unknown"])
+      expect([unknown.code, unknown.stderr]).toEqual([2, expect.stringContaining("Tenant t-unknown has no bridge connection; set one first.")])
+      noSecrets([...runs, { code: 0, stdout: server.stdout(), stderr: server.stderr() }])
+      expect(yield* server.terminate).toBe(0)
     }), { timeout: PROCESS_TEST_TIMEOUT })
 })
