@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto"
 import { Effect, Either, type Option, type Redacted } from "effect"
 import type { Conformance } from "@crm-relay/contract"
-import { type Operations, Values } from "@crm-relay/contract"
+import { type Operations, type Resources, Values } from "@crm-relay/contract"
 import type { BridgeError } from "../../BridgeError.js"
 import type { BridgeTransport, TransportAnswer } from "../../BridgeTransport.js"
 import type { Credentials } from "../../Credentials.js"
@@ -39,9 +39,16 @@ export interface State {
   closesAvailability: boolean
   window: Operations.AvailabilityListRequest["window"] | undefined
   slots: ReadonlyArray<{ readonly start: Values.Instant; readonly end: Values.Instant; readonly timezone: Values.TimeZone }>
-  contact: { readonly id: string; readonly key: string; readonly body: Record<string, unknown> } | undefined
-  lead: { readonly id: string; readonly key: string; readonly body: Record<string, unknown> } | undefined
-  booking: { readonly id: string; readonly key: string; readonly body: Record<string, unknown> } | undefined
+  contact: Written & { readonly contact: typeof Resources.Contact.Encoded } | undefined
+  lead: Written | undefined
+  booking: Written & { readonly start: Values.Instant; readonly end: Values.Instant } | undefined
+}
+
+/** A write a later check replays: its receipt id, key and request body. */
+export interface Written {
+  readonly id: string
+  readonly key: Values.IdempotencyKey
+  readonly body: Record<string, unknown>
 }
 
 /** A check's outcome; `hint` replaces the check's own when the failure lies elsewhere (the credential, the network). */
@@ -84,20 +91,20 @@ export const initialState = (): State => ({
 // ---------------------------------------------------------------------------
 
 /** A random write key (keys are opaque; a fresh one proves matching by identity). */
-export const freshKey = (): Values.IdempotencyKey => randomBytes(32).toString("hex") as Values.IdempotencyKey
+export const freshKey = (): Values.IdempotencyKey => Values.IdempotencyKey.make(randomBytes(32).toString("hex"))
 
 /** One operation through the connection's transport, with its credential (or `bearer` instead). */
 export const send = (
   setup: Setup,
   operation: Operations.OperationName,
   body: Record<string, unknown>,
-  options: { readonly key?: string; readonly bearer?: Redacted.Redacted<string> } = {}
+  options: { readonly key?: Values.IdempotencyKey; readonly bearer?: Redacted.Redacted<string> } = {}
 ): Effect.Effect<Either.Either<TransportAnswer, BridgeError>> => {
   const request = (bearer: Redacted.Redacted<string>) =>
     setup.transport.send({
       operation,
       body,
-      idempotencyKey: options.key as Values.IdempotencyKey | undefined,
+      idempotencyKey: options.key,
       bearer
     })
   return Effect.either(options.bearer === undefined ? setup.credentials.authorize(operation, request) : request(options.bearer))

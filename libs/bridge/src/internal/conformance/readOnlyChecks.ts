@@ -27,8 +27,8 @@ import { withoutCredential } from "./recorder.js"
 const windowFor = (now: Date): Operations.AvailabilityListRequest["window"] => {
   const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
   const end = new Date(start.getTime() + 7 * 24 * 3600 * 1000)
-  const iso = (d: Date) => `${d.toISOString().slice(0, 19)}Z` as Values.Instant
-  return { start: iso(start), end: iso(end), timezone: "Etc/UTC" as Values.TimeZone, windows: [], slot_minutes: 0, job_type: "" }
+  const iso = (d: Date) => Values.Instant.make(`${d.toISOString().slice(0, 19)}Z`)
+  return { start: iso(start), end: iso(end), timezone: Values.TimeZone.make("Etc/UTC"), windows: [], slot_minutes: 0, job_type: "" }
 }
 
 interface SlotView {
@@ -60,7 +60,7 @@ const slotsOf = (setup: Setup, state: State, cache: { value?: Either.Either<Read
       state.slots = slots.right.flatMap((s) =>
         s.startNanos !== undefined && s.endNanos !== undefined && s.endNanos > s.startNanos &&
           typeof s.timezone === "string" && Values.isIanaTimeZone(s.timezone)
-          ? [{ start: s.start as Values.Instant, end: s.end as Values.Instant, timezone: s.timezone as Values.TimeZone }]
+          ? [{ start: Values.Instant.make(String(s.start)), end: Values.Instant.make(String(s.end)), timezone: Values.TimeZone.make(s.timezone) }]
           : []
       )
     }
@@ -112,7 +112,8 @@ export const readOnly = (): ReadonlyArray<Check> => {
       run: onCapabilities(false, (r) => {
         const operations = r["operations"]
         if (!Array.isArray(operations)) return fail(`operations is ${describeValue(operations)}, not an array of names.`)
-        const unknown = operations.filter((op) => !(Operations.OPERATIONS as ReadonlyArray<unknown>).includes(op))
+        const known: ReadonlyArray<unknown> = Operations.OPERATIONS
+        const unknown = operations.filter((op) => !known.includes(op))
         return unknown.length === 0
           ? pass(`operations: ${operations.join(", ")}.`)
           : fail(`operations lists ${unknown.length} name(s) the contract does not define (${unknown.map(describeValue).slice(0, 3).join(", ")}).`)

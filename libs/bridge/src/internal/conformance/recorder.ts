@@ -107,17 +107,19 @@ const clip = (text: string): string => (text.length > MAX_TEXT ? `${text.slice(0
 const mediaType = (response: EgressResponse): string =>
   (response.headers["content-type"] ?? "no content type").split(";")[0]!.trim()
 
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
+
 // A JSON-RPC answer reads as what the checks judge: id, resultType, isError and structuredContent (or the error code).
 const jsonRpcText = (message: unknown): string => {
-  if (message === null || typeof message !== "object" || !("jsonrpc" in message)) return JSON.stringify(redactRemote(message))
-  const m = message as Record<string, unknown>
+  if (!isRecord(message) || !("jsonrpc" in message)) return JSON.stringify(redactRemote(message))
+  const m = message
   const id = `id=${JSON.stringify(redactRemote(m["id"]))}`
   if ("method" in m) return `${"id" in m ? "server request" : "notification"} ${JSON.stringify(redactRemote(m["method"]))}`
   const error = m["error"]
-  if (error !== null && typeof error === "object") return `${id} error code ${JSON.stringify((error as Record<string, unknown>)["code"])}`
-  const result = m["result"]
-  if (result === null || typeof result !== "object") return `${id} ${JSON.stringify(redactRemote(m))}`
-  const r = result as Record<string, unknown>
+  if (isRecord(error)) return `${id} error code ${JSON.stringify(redactRemote(error["code"]))}`
+  const r = m["result"]
+  if (!isRecord(r)) return `${id} ${JSON.stringify(redactRemote(m))}`
   return `${id} resultType=${JSON.stringify(redactRemote(r["resultType"]))} isError=${JSON.stringify(r["isError"])} ` +
     `structuredContent ${"structuredContent" in r ? JSON.stringify(redactRemote(r["structuredContent"])) : "missing"}`
 }

@@ -75,7 +75,7 @@ export const writes = (): ReadonlyArray<Check> => [
         if (!receipt.right.isNew) return fail("A contact with a new identity was answered is_new: false (matched something).")
         const believed = believe(Receipts.contactsUpsert(receipt.right.raw, 200))
         if (believed !== undefined) return believed
-        state.contact = { id: receipt.right.id, key, body }
+        state.contact = { id: receipt.right.id, key, body, contact: body.contact }
         return pass("A new identity was created: is_new is the boolean true.")
       })
   },
@@ -90,7 +90,7 @@ export const writes = (): ReadonlyArray<Check> => [
         const created = state.contact
         if (created === undefined) return needs("a created contact", "contacts.upsert.creates")
         const key = freshKey()
-        const original = created.body["contact"] as ReturnType<typeof testContact>
+        const original = created.contact
         const body = { ...common(setup), contact: { ...original, full_name: `${LABEL}, updated` }, idempotency_key: key }
         const receipt = Either.flatMap(receiptOf(setup, yield* send(setup, "contacts.upsert", body, { key })), idAndFlag)
         if (Either.isLeft(receipt)) return receipt.left
@@ -137,7 +137,7 @@ export const writes = (): ReadonlyArray<Check> => [
             urgency: "",
             source: LABEL,
             call_id: "",
-            contact: state.contact.body["contact"]
+            contact: state.contact.contact
           },
           idempotency_key: key
         }
@@ -216,7 +216,7 @@ export const writes = (): ReadonlyArray<Check> => [
         if (Either.isLeft(request)) return yield* Effect.dieMessage("the conformance check built an invalid appointment request")
         const believed = believe(Receipts.appointmentsCreate(request.right, r, 200))
         if (believed !== undefined) return believed
-        state.booking = { id: r["id"], key, body }
+        state.booking = { id: r["id"], key, body, start: slot.start, end: slot.end }
         return pass(`The offered slot ${slot.start} – ${slot.end} was booked and confirmed with exactly those instants.`)
       })
   },
@@ -271,7 +271,7 @@ export const writes = (): ReadonlyArray<Check> => [
         const receipt = receiptOf(setup, yield* send(setup, "availability.list", { ...common(setup), window: state.window! }))
         if (Either.isLeft(receipt)) return receipt.left
         const slots = Array.isArray(receipt.right["slots"]) ? receipt.right["slots"] : []
-        const appointment = booking.body["appointment"] as { start: Values.Instant; end: Values.Instant }
+        const appointment = booking
         const still = slots.some((s: unknown) => {
           if (!isRecord(s) || typeof s["start"] !== "string") return false
           return Values.parseInstant(s["start"]) === Values.instantNanos(appointment.start)
