@@ -67,6 +67,26 @@ describe("crm-relay --help", () => {
       expect(migrate.stdout).toContain("--json")
       expect(serveHelp.stdout).toContain("SIGTERM")
     }), { timeout: PROCESS_TEST_TIMEOUT })
+
+  it.live("\"no colour unless a terminal\": piped help is plain, 80 columns, with the full command path; `crm-relay help <command...>` and `--help` print the same", () =>
+    Effect.gen(function*() {
+      const [root, helpRoot, viaHelp, viaFlag, unknown] = yield* Effect.all([
+        cli(["--help"], {}),
+        cli(["help"], {}),
+        cli(["help", "pushes", "list"], {}),
+        cli(["pushes", "list", "--status", "failed", "--help"], {}),
+        cli(["help", "pushes", "lsit"], {})
+      ], { concurrency: 3 })
+      expect(root.stdout).not.toMatch(/\u001b/)
+      for (const line of root.stdout.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
+      expect(helpRoot).toEqual(root)
+      expect(viaFlag).toEqual(viaHelp)
+      expect(viaHelp.code).toBe(0)
+      expect(viaHelp.stdout).toContain("  crm-relay pushes list [--account <text>] [--status <text>...]")
+      expect(viaHelp.stdout).not.toContain("This setting is optional.")
+      expect(unknown.code).toBe(2)
+      expect(unknown.stderr).toContain("There is no command `crm-relay pushes lsit`; run `crm-relay help` to see the commands.")
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 })
 
 layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (it) => {
