@@ -70,13 +70,22 @@ describe("crm-relay --help", () => {
 
   it.live("\"no colour unless a terminal\": piped help is plain, 80 columns, with the full command path; `crm-relay help <command...>` and `--help` print the same", () =>
     Effect.gen(function*() {
-      const [root, helpRoot, viaHelp, viaFlag, unknown] = yield* Effect.all([
+      const [root, helpRoot, viaHelp, viaFlag, unknown, group, viaHelpGroup, typo] = yield* Effect.all([
         cli(["--help"], {}),
         cli(["help"], {}),
         cli(["help", "pushes", "list"], {}),
         cli(["pushes", "list", "--status", "failed", "--help"], {}),
-        cli(["help", "pushes", "lsit"], {})
+        cli(["help", "pushes", "lsit"], {}),
+        cli(["pushes"], {}),
+        cli(["help", "pushes"], {}),
+        cli(["pushes", "lsit", "--json"], {})
       ], { concurrency: 3 })
+      // A group named alone shows its help, not the renderer's; a mistyped command names the commands there are.
+      expect(group).toEqual(viaHelpGroup)
+      expect(group.stdout).toContain("  crm-relay pushes <command> [options]")
+      expect(group.stdout).toMatch(/^ {2}pushes replay {2,}Run a failed CRM push job again/m)
+      expect(typo.code).toBe(2)
+      expect(typo.stderr).toEqual(unknown.stderr)
       expect(root.stdout).not.toMatch(/\u001b/)
       for (const line of root.stdout.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
       expect(helpRoot).toEqual(root)
@@ -85,7 +94,9 @@ describe("crm-relay --help", () => {
       expect(viaHelp.stdout).toContain("  crm-relay pushes list [--account <text>] [--status <text>...]")
       expect(viaHelp.stdout).not.toContain("This setting is optional.")
       expect(unknown.code).toBe(2)
-      expect(unknown.stderr).toContain("There is no command `crm-relay pushes lsit`; run `crm-relay help` to see the commands.")
+      expect(unknown.stderr.trim()).toBe(
+        "There is no command `crm-relay pushes lsit`; the commands of `crm-relay pushes` are list, replay. Run `crm-relay help pushes` for what each does."
+      )
     }), { timeout: PROCESS_TEST_TIMEOUT })
 })
 

@@ -65,4 +65,18 @@ describe("crm-relay help", () => {
     expect(Help.requested(["pushes", "list"])).toEqual(Option.none())
     expect(Help.find(root, ["pushes", "nope"])).toEqual(Option.none())
   })
+
+  it("a group named alone asks for its help; a word that names no command is refused with the commands there are; anything else runs", () => {
+    expect(Help.resolve(root, ["accounts"])).toEqual({ _tag: "Help", path: ["accounts"] })
+    expect(Help.resolve(root, ["accounts", "--json"])).toEqual({ _tag: "Help", path: ["accounts"] })
+    expect(Help.resolve(root, ["help", "accounts", "list"])).toEqual({ _tag: "Help", path: ["accounts", "list"] })
+    expect(Help.resolve(root, ["accounts", "lst"])).toEqual({ _tag: "Unknown", path: ["accounts"], word: "lst" })
+    expect(Help.resolve(root, ["help", "nope"])).toEqual({ _tag: "Unknown", path: [], word: "nope" })
+    expect(Help.unknown(root, ["accounts"], "lst")).toBe(
+      "There is no command `crm-relay accounts lst`; the commands of `crm-relay accounts` are create, list, show. Run `crm-relay help accounts` for what each does."
+    )
+    for (const args of [[], ["--version"], ["serve"], ["accounts", "list", "--json"], ["--log-level", "debug", "accounts", "list"]]) {
+      expect(Help.resolve(root, args)).toEqual({ _tag: "Run" })
+    }
+  })
 })

@@ -133,15 +133,20 @@ const runCommand = Command.run(root, { name: "crm-relay", version: "0.1.0" })
 
 /**
  * Runs the CLI on `argv` (as `process.argv`). Help (`--help`, `-h`, `help
- * <command...>`) is rendered by cli/Help, the same text for both forms.
+ * <command...>`, a group named alone) is rendered by cli/Help, the same
+ * text for every form; a word that names no command is refused (exit 2)
+ * with the commands there are.
  */
-export const run = (argv: ReadonlyArray<string>) =>
-  Option.match(Help.requested(argv.slice(2)), {
-    onNone: () => runCommand(argv),
-    onSome: (path) =>
-      Option.match(Help.find(commands, path), {
-        onNone: () =>
-          Effect.fail(refused(`There is no command \`crm-relay ${path.join(" ")}\`; run \`crm-relay help\` to see the commands.`)),
-        onSome: (node) => Console.log(Help.render(commands, path, node, Help.style()))
-      })
-  })
+export const run = (argv: ReadonlyArray<string>) => {
+  const request = Help.resolve(commands, argv.slice(2))
+  switch (request._tag) {
+    case "Run":
+      return runCommand(argv)
+    case "Unknown":
+      return Effect.fail(refused(Help.unknown(commands, request.path, request.word)))
+    case "Help":
+      return Console.log(
+        Help.render(commands, request.path, Option.getOrThrow(Help.find(commands, request.path)), Help.style())
+      )
+  }
+}

@@ -192,6 +192,41 @@ export const find = (root: Node, path: ReadonlyArray<string>): Option.Option<Nod
     Option.some(root)
   )
 
+/** What the arguments ask of the CLI, as far as help is concerned. */
+export type Request =
+  /** Help on the command at `path` (asked for, or a group named without one of its commands). */
+  | { readonly _tag: "Help"; readonly path: ReadonlyArray<string> }
+  /** `word` names no command under `path`. */
+  | { readonly _tag: "Unknown"; readonly path: ReadonlyArray<string>; readonly word: string }
+  /** A command to run. */
+  | { readonly _tag: "Run" }
+
+/** Whether `args` ask for help, name a command that does not exist, or run one. */
+export const resolve = (root: Node, args: ReadonlyArray<string>): Request => {
+  const asked = requested(args)
+  const firstOption = args.findIndex((a) => a.startsWith("-"))
+  const words = Option.getOrElse(asked, () => (firstOption < 0 ? args : args.slice(0, firstOption)))
+  let node = root
+  for (const [index, word] of words.entries()) {
+    const child = node.children.find((c) => c.name === word)
+    // Words after a command without subcommands are its own (for it to refuse).
+    if (child === undefined) {
+      return node.children.length > 0 ? { _tag: "Unknown", path: words.slice(0, index), word } : { _tag: "Run" }
+    }
+    node = child
+  }
+  if (Option.isSome(asked)) return { _tag: "Help", path: asked.value }
+  return words.length > 0 && node.children.length > 0 ? { _tag: "Help", path: words } : { _tag: "Run" }
+}
+
+/** The sentence for a word that names no command under `path`. */
+export const unknown = (root: Node, path: ReadonlyArray<string>, word: string): string => {
+  const parent = [root.name, ...path].join(" ")
+  const under = Option.match(find(root, path), { onNone: () => [], onSome: (node) => node.children.map((c) => c.name) })
+  return `There is no command \`${parent} ${word}\`; the commands of \`${parent}\` are ${under.join(", ")}. ` +
+    `Run \`${root.name} help${path.length === 0 ? "" : ` ${path.join(" ")}`}\` for what each does.`
+}
+
 /** How the help is drawn: width in columns, and whether headings may be bold. */
 export interface Style {
   readonly width: number
