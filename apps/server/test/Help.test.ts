@@ -34,10 +34,15 @@ describe("crm-relay help", () => {
     }
     expect(helpOf(["accounts", "create"])).toContain("crm-relay accounts create --name <text> [--mode live|demo|sandbox] [--json]")
     expect(helpOf(["accounts", "create"])).toContain("--mode live|demo|sandbox (default: live)")
-    // The root lists every command by its full path, compactly.
+    // The root lists every command by its full path, compactly: the first sentence of each.
+    expect(Help.firstSentence("Run it. Then stop.")).toBe("Run it.")
+    expect(Help.firstSentence("Times (e.g. 2026-01-31T12:00:00Z). `serve` too.")).toBe("Times (e.g. 2026-01-31T12:00:00Z).")
+    expect(Help.firstSentence("No stop")).toBe("No stop")
     const rootHelp = helpOf([])
     expect(rootHelp).toMatch(/^ {2}accounts create {2,}Create an account/m)
     expect(rootHelp).toMatch(/^ {2}deliveries replay {2,}\S/m)
+    expect(rootHelp).toMatch(/^ {2}master-key rotate {2,}Re-encrypt every stored secret [\s\S]*? and a final count\.\n {2}pushes list/m)
+    expect(rootHelp.split("\n").length).toBeLessThanOrEqual(80)
   })
 
   it("`pushes list --status` is optional and repeatable, and says the statuses go comma-separated", () => {

@@ -267,6 +267,9 @@ const wrapWords = (words: ReadonlyArray<string>, width: number, indent: number):
   return lines.map((l) => " ".repeat(indent) + l)
 }
 
+/** The first sentence of `text`: the list of commands stays compact, each command's help has the rest. */
+export const firstSentence = (text: string): string => /^.*?[.!?](?=\s+[A-Z`]|$)/s.exec(text)?.[0] ?? text
+
 const flagUsage = (flag: Flag): string => {
   const name = flag.names[flag.names.length - 1] ?? ""
   const base = flag.value === undefined ? name : `${name} ${flag.value}`
@@ -316,11 +319,11 @@ export const render = (root: Node, path: ReadonlyArray<string>, node: Node, styl
     out.push("", heading("Commands"))
     const names = below.map((c) => c.path.join(" "))
     const column = Math.max(...names.map((n) => n.length)) + 4
-    // Side by side when there is room for the descriptions, one under the other otherwise.
+    // Side by side when there is room for the descriptions, one under the other otherwise; first sentences only.
     const sideBySide = style.width - column >= 40
     below.forEach((c, i) => {
       const name = names[i] ?? ""
-      const description = wrap(c.node.description, style.width, sideBySide ? column : 6)
+      const description = wrap(firstSentence(c.node.description), style.width, sideBySide ? column : 6)
       if (sideBySide) {
         const [first = "", ...rest] = description
         out.push(`  ${name}${" ".repeat(column - 2 - name.length)}${first.trimStart()}`, ...rest)
