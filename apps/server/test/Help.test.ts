@@ -77,6 +77,10 @@ describe("crm-relay help", () => {
     expect(Help.resolve(root, ["help", "accounts", "list"])).toEqual({ _tag: "Help", path: ["accounts", "list"] })
     expect(Help.resolve(root, ["accounts", "lst"])).toEqual({ _tag: "Unknown", path: ["accounts"], word: "lst" })
     expect(Help.resolve(root, ["help", "nope"])).toEqual({ _tag: "Unknown", path: [], word: "nope" })
+    expect(Help.resolve(root, ["help", "accounts", "create", "extra"])).toEqual({ _tag: "Unknown", path: ["accounts", "create"], word: "extra" })
+    expect(Help.unknown(root, ["accounts", "create"], "extra")).toBe(
+      "There is no command `crm-relay accounts create extra`: `crm-relay accounts create` has no commands under it. Run `crm-relay help accounts create` for its options."
+    )
     expect(Help.unknown(root, ["accounts"], "lst")).toBe(
       "There is no command `crm-relay accounts lst`; the commands of `crm-relay accounts` are create, list, show. Run `crm-relay help accounts` for what each does."
     )

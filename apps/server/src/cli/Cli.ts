@@ -145,8 +145,9 @@ export const run = (argv: ReadonlyArray<string>) => {
     case "Unknown":
       return Effect.fail(refused(Help.unknown(commands, request.path, request.word)))
     case "Help":
-      return Console.log(
-        Help.render(commands, request.path, Option.getOrThrow(Help.find(commands, request.path)), Help.style())
-      )
+      return Option.match(Help.find(commands, request.path), {
+        onNone: () => Effect.fail(refused(Help.unknown(commands, request.path.slice(0, -1), request.path.at(-1) ?? ""))),
+        onSome: (node) => Console.log(Help.render(commands, request.path, node, Help.style()))
+      })
   }
 }

@@ -211,7 +211,9 @@ export const resolve = (root: Node, args: ReadonlyArray<string>): Request => {
     const child = node.children.find((c) => c.name === word)
     // Words after a command without subcommands are its own (for it to refuse).
     if (child === undefined) {
-      return node.children.length > 0 ? { _tag: "Unknown", path: words.slice(0, index), word } : { _tag: "Run" }
+      return node.children.length > 0 || Option.isSome(asked)
+        ? { _tag: "Unknown", path: words.slice(0, index), word }
+        : { _tag: "Run" }
     }
     node = child
   }
@@ -223,8 +225,11 @@ export const resolve = (root: Node, args: ReadonlyArray<string>): Request => {
 export const unknown = (root: Node, path: ReadonlyArray<string>, word: string): string => {
   const parent = [root.name, ...path].join(" ")
   const under = Option.match(find(root, path), { onNone: () => [], onSome: (node) => node.children.map((c) => c.name) })
-  return `There is no command \`${parent} ${word}\`; the commands of \`${parent}\` are ${under.join(", ")}. ` +
-    `Run \`${root.name} help${path.length === 0 ? "" : ` ${path.join(" ")}`}\` for what each does.`
+  const help = `${root.name} help${path.length === 0 ? "" : ` ${path.join(" ")}`}`
+  return under.length === 0
+    ? `There is no command \`${parent} ${word}\`: \`${parent}\` has no commands under it. Run \`${help}\` for its options.`
+    : `There is no command \`${parent} ${word}\`; the commands of \`${parent}\` are ${under.join(", ")}. ` +
+      `Run \`${help}\` for what each does.`
 }
 
 /** How the help is drawn: width in columns, and whether headings may be bold. */
