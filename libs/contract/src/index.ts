@@ -4,6 +4,7 @@
  * server, clients and OpenAPI documents derive from.
  */
 export * as BridgeApi from "./BridgeApi.js"
+export * as Conformance from "./Conformance.js"
 export * as EventApi from "./EventApi.js"
 export * as Events from "./Events.js"
 export * as Mcp from "./Mcp.js"

@@ -7,6 +7,7 @@ import { Command, Options } from "@effect/cli"
 import { Console, type Context, Effect, Layer, Option, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
+import * as BridgeCli from "./BridgeCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
 import { refused } from "./AdminError.js"
@@ -120,6 +121,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     keys,
     AccountsCli.subscriptions,
     ConnectionsCli.connections,
+    BridgeCli.command,
     ConnectionsCli.masterKey,
     PushesCli.command,
     DeliveriesCli.command
