@@ -10,6 +10,7 @@ import * as AccountsCli from "./cli/AccountsCli.js"
 import * as ConnectionsCli from "./cli/ConnectionsCli.js"
 import * as DeliveriesCli from "./cli/DeliveriesCli.js"
 import { json, print } from "./cli/Output.js"
+import * as PortalCli from "./cli/PortalCli.js"
 import * as PushesCli from "./cli/PushesCli.js"
 import * as Logging from "./Logging.js"
 import * as Settings from "./Settings.js"
@@ -30,8 +31,8 @@ const serve = Command.make("serve", {}, () =>
     )
   })).pipe(
     Command.withDescription(
-      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN) " +
-        "and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
+      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN), " +
+        "the Integrations area on PORTAL_HOST:PORTAL_PORT and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
     )
   )
 
@@ -110,7 +111,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     "crm-relay: CRM bridge client and public Event API of the call-handling service. " +
       "Configuration comes from environment variables (PORT, ADMIN_PORT, ADMIN_HOST, ADMIN_TOKEN, DATABASE_URL, DATA_DIR, ROLE, LOG_LEVEL, ...)."
   ),
-  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
+  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions, PortalCli.command])
 )
 
 /** Runs the CLI on `argv` (as `process.argv`). */

@@ -2,8 +2,8 @@
  * The Integrations area (the account's own web page).
  *
  * - `portal_sessions`: one row per single-use link the operator mints; the
- *   link's token, the session token and the CSRF token are stored as their
- *   SHA-256 only. A link opens once (`entered_at`), within minutes; the
+ *   link's token and the session token are stored as their SHA-256 only
+ *   (the CSRF token is derived from the session token, never stored). A link opens once (`entered_at`), within minutes; the
  *   session then has an idle and an absolute expiry and can be revoked.
  * - Integration keys get an optional label (the page names them).
  * - A hook added in the page was created by no key: `created_by_key_id`
@@ -22,7 +22,6 @@ export default Migration.make([
     link_hash bytea NOT NULL UNIQUE CHECK (length(link_hash) = 32),
     link_expires_at timestamptz NOT NULL,
     session_hash bytea UNIQUE CHECK (length(session_hash) = 32),
-    csrf_hash bytea CHECK (length(csrf_hash) = 32),
     created_at timestamptz NOT NULL DEFAULT now(),
     entered_at timestamptz,
     last_seen_at timestamptz,
