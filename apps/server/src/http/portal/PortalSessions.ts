@@ -99,6 +99,7 @@ export class PortalSessions extends Effect.Service<PortalSessions>()("@crm-relay
           RETURNING id, account_id, link_hash`.pipe(Effect.orDie)
         const row = rows[0]
         if (row === undefined || !sameDigest(row.link_hash, digest(token))) return Option.none<Entered>()
+        yield* Audit.identify(`portal_session:${row.id}`, row.account_id)
         yield* Audit.record("portal.session_started", { account_id: row.account_id, portal_session_id: row.id })
         return Option.some<Entered>({ sessionId: row.id, accountId: row.account_id, expiresAt, token: Redacted.make(session) })
       }),

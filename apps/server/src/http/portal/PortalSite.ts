@@ -5,7 +5,7 @@
  * (a strict Content-Security-Policy: everything from this origin, nothing
  * inline, no frames; no referrer, so a link's token never leaves in one).
  */
-import { type HttpApp, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApp, HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { PortalApi } from "@crm-relay/contract"
 import { Clock, Effect, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
@@ -22,9 +22,12 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cross-origin-opener-policy": "same-origin"
 }
 
-/** Adds the security headers to every answer of `app`. */
+/** Adds the security headers to every answer of `app`, errors included (the answer is written before a wrapper would see it). */
 export const withSecurityHeaders = <E, R>(app: HttpApp.HttpApp<HttpServerResponse.HttpServerResponse, E, R>) =>
-  Effect.map(app, (response) => HttpServerResponse.setHeaders(response, SECURITY_HEADERS))
+  Effect.zipRight(
+    HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeaders(response, SECURITY_HEADERS))),
+    app
+  )
 
 const TYPES: Readonly<Record<string, string>> = {
   ".html": "text/html; charset=utf-8",
@@ -97,6 +100,10 @@ export const routes = (options: { readonly assetsDir: Option.Option<string>; rea
           : HttpServerResponse.uint8Array(index.body, { contentType: index.type, headers: { "cache-control": "no-cache" } })
       )
       yield* router.get("/", page)
+      const favicon = assets.get("/favicon.svg")
+      if (favicon !== undefined) {
+        yield* router.get("/favicon.svg", Effect.succeed(HttpServerResponse.uint8Array(favicon.body, { contentType: favicon.type })))
+      }
       yield* router.get(
         "/assets/*",
         Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
