@@ -72,7 +72,7 @@ export const ConnectionForm = (props: {
       setBusy(false)
       if (!result.ok) {
         setPassed(undefined)
-        return setMessage({ error: `The check did not pass: ${result.error}` })
+        return setMessage({ error: result.error })
       }
       setPassed({ values: fingerprint, capabilities: result.value.capabilities })
       setMessage({ ok: "The check passed. Save to use this connection." })

@@ -46,7 +46,7 @@ export const DeliveryDetail = ({ client, id, onReplayed }: { readonly client: Cl
               </ol>
             )}
           <h4>Payload</h4>
-          <pre className="payload"><code>{JSON.stringify(JSON.parse(d.payload === "" ? "null" : d.payload), null, 2)}</code></pre>
+          <pre className="payload" tabIndex={0} aria-label="Payload as sent"><code>{JSON.stringify(JSON.parse(d.payload === "" ? "null" : d.payload), null, 2)}</code></pre>
         </>
       )}
     </div>
