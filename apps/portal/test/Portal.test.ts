@@ -213,7 +213,7 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations
     Effect.gen(function*() {
       const { errors, page } = yield* signedIn("demo", "Demo Co")
       const notice = page.getByTestId("not-allowed")
-      yield* promise(() => notice.waitFor(WAIT))
+      yield* promise(() => notice.getByText("demo account: its calls never reach a real CRM").waitFor(WAIT))
       expect(yield* promise(() => notice.textContent())).toContain("demo account: its calls never reach a real CRM")
       expect(yield* promise(() => page.getByTestId("connection-form").locator("fieldset").getAttribute("disabled"))).not.toBeNull()
       expect(yield* promise(() => page.getByRole("textbox", { name: "Bridge base URL" }).isDisabled())).toBe(true)

@@ -22,11 +22,8 @@ export const BridgeCard = ({ client, mode }: { readonly client: Client; readonly
       <p className="hint">
         Calls are written to your CRM through your bridge (svc.crm.v1). Connecting runs the capabilities check only: nothing is written.
       </p>
-      {!allowed && (
-        <p className="notice" data-testid="not-allowed">
-          {state.data?.reason ?? "This account cannot connect a real CRM."}
-        </p>
-      )}
+      {state.data === undefined && state.error === undefined && <p className="hint" role="status">Loading connections…</p>}
+      {state.data !== undefined && !state.data.allowed && <p className="notice" data-testid="not-allowed">{state.data.reason}</p>}
       <Status error={state.error} />
       {state.data !== undefined && state.data.connections.length === 0 && allowed && <p className="empty">No tenant is connected yet.</p>}
       {state.data !== undefined && state.data.connections.length > 0 && (
