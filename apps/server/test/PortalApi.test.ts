@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Accounts } from "@crm-relay/events"
 import { TestDatabase } from "@crm-relay/store"
 import { Clock, Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
-import * as Server from "../src/Server.js"
+import * as Server from "../src/http/Server.js"
 import { PortalSessions } from "../src/http/portal/PortalSessions.js"
 import { adminRequest, type Answer, layerServer, request } from "./support/TestServer.js"
 

@@ -5,10 +5,10 @@
  */
 import { Database, Migrations } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
-import { type AdminError, databaseFailure, unknownAccount } from "../AdminError.js"
+import { type AdminError, databaseFailure, unknownAccount } from "./AdminError.js"
 import { linkUrl } from "../http/portal/PortalLinks.js"
 import { PortalSessions } from "../http/portal/PortalSessions.js"
-import type { CliSettings } from "../Settings.js"
+import type { CliSettings } from "../config/Settings.js"
 import * as DataAccess from "./DataAccess.js"
 
 /** A minted link. */

@@ -5,7 +5,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { PortalUnavailable } from "@crm-relay/contract/InternalApi/PortalSessionsApi"
 import { Effect, Option } from "effect"
-import { InternalApi, unknownAccount } from "../../InternalApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import { PortalLinks, linkUrl } from "../portal/PortalLinks.js"
 import { PortalSessions } from "../portal/PortalSessions.js"
 

@@ -11,8 +11,8 @@ import { Events, PortalApi } from "@crm-relay/contract"
 import { Accounts, Deliveries, Fanout, IntegrationKeys, RateLimiter, SigningSecrets, Subscriptions } from "@crm-relay/events"
 import * as Audit from "@crm-relay/store/Audit"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { displayTarget } from "../../api/DeliveriesApiLive.js"
-import { toSettings } from "../../api/ConnectionsApiLive.js"
+import { displayTarget } from "../internal/DeliveriesApiLive.js"
+import { toSettings } from "../internal/ConnectionsApiLive.js"
 import { IDLE_TIMEOUT, PortalSessions, csrfMatches, csrfToken } from "./PortalSessions.js"
 
 const { CurrentSession, PortalAuth } = PortalApi

@@ -5,7 +5,7 @@
  */
 import { PortalApi } from "@crm-relay/contract"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import { PortalAddress } from "../../Addresses.js"
+import { PortalAddress } from "../Addresses.js"
 
 /** The base URL links are minted under; none when neither is known. */
 export class PortalLinks extends Context.Tag("@crm-relay/server/PortalLinks")<
