@@ -38,7 +38,7 @@ const pagesHandler = Effect.gen(function*() {
   const Scalar = yield* Effect.promise(() => import("@effect/platform/HttpApiScalar"))
   const page = ({ api, file, path }: typeof PAGES[number]) =>
     Scalar.layerHttpLayerRouter({ path, api: api.annotate(OpenApi.Transform, () => DOCUMENTS[file]()) })
-  return yield* HttpLayerRouter.toHttpEffect(Layer.mergeAll(page(PAGES[0]), page(PAGES[1]), page(PAGES[2])))
+  return yield* HttpLayerRouter.toHttpEffect(Layer.mergeAll(page(PAGES[0]), page(PAGES[1]), page(PAGES[2]), page(PAGES[3])))
 })
 
 /** The reference routes, beside the internal API's on its router. */
