@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, LogLevel, Option, Redacted } from "effect"
+import * as OpenFileLimit from "../src/config/OpenFileLimit.js"
+import * as PublicEdge from "../src/config/PublicEdge.js"
 import * as Settings from "../src/config/Settings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
@@ -25,6 +27,13 @@ describe("Settings", () => {
       "OTEL_EXPORTER_OTLP_ENDPOINT",
       "OTEL_TRACES_SAMPLER_ARG",
       "OTEL_SERVICE_NAME",
+      "PUBLIC_HEAD_TIMEOUT_MS",
+      "PUBLIC_REQUEST_TIMEOUT_MS",
+      "PUBLIC_KEEP_ALIVE_TIMEOUT_MS",
+      "PUBLIC_MAX_CONNECTIONS",
+      "PUBLIC_CONNECTION_RESERVE",
+      "FAILED_KEY_LIMIT",
+      "TRUSTED_PROXIES",
       "NODE_EXTRA_CA_CERTS"
     ])
     for (const setting of Settings.table) {
@@ -81,10 +90,46 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { PUBLIC_HEAD_TIMEOUT_MS: "0" }, { PUBLIC_KEEP_ALIVE_TIMEOUT_MS: "0" }, { PUBLIC_REQUEST_TIMEOUT_MS: "-1" }, { PUBLIC_MAX_CONNECTIONS: "0" }, { FAILED_KEY_LIMIT: "0" }, { TRUSTED_PROXIES: "proxy.internal" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }
       expect((yield* Settings.Settings.pipe(withEnv({ ROLE: "worker", PORT: "0" }))).role).toBe("worker")
+    }))
+
+  it.effect("the public port's limits: defaults, and a request deadline shorter than the head's is refused with a message saying so", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.Settings.pipe(withEnv({}))
+      expect(settings.publicEdge).toMatchObject({
+        headTimeoutMs: 10_000,
+        requestTimeoutMs: 30_000,
+        keepAliveTimeoutMs: 5_000,
+        connectionReserve: 256,
+        failedKeyLimit: 30,
+        trustedProxies: []
+      })
+      expect(Option.isNone(settings.publicEdge.maxConnections)).toBe(true)
+      const error = yield* Settings.Settings.pipe(withEnv({ PUBLIC_HEAD_TIMEOUT_MS: "5000", PUBLIC_REQUEST_TIMEOUT_MS: "1000" }), Effect.flip)
+      expect(String(error)).toContain("PUBLIC_REQUEST_TIMEOUT_MS must be at least PUBLIC_HEAD_TIMEOUT_MS")
+      const proxies = yield* Settings.Settings.pipe(withEnv({ TRUSTED_PROXIES: "10.0.0.0/8, ::1" }))
+      expect(proxies.publicEdge.trustedProxies.map((cidr) => cidr.text)).toEqual(["10.0.0.0/8", "::1/128"])
+    }))
+
+  it.effect("the connection budget: the open-file limit minus the reserve by default; a budget above it, or a limit the reserve takes whole, is refused at start", () =>
+    Effect.gen(function*() {
+      const defaults = (yield* Settings.Settings.pipe(withEnv({}))).publicEdge
+      const limit = { limit: 2048, source: "/proc/self/limits" } as const
+      expect(yield* PublicEdge.budget(defaults, limit)).toBe(2048 - 256)
+      expect(yield* PublicEdge.budget({ ...defaults, maxConnections: Option.some(1000) }, limit)).toBe(1000)
+      const tooMany = yield* PublicEdge.budget({ ...defaults, maxConnections: Option.some(1800) }, limit).pipe(Effect.flip)
+      expect(String(tooMany)).toContain(
+        "PUBLIC_MAX_CONNECTIONS (1800) plus PUBLIC_CONNECTION_RESERVE (256) exceeds the open-file limit (2048): lower PUBLIC_MAX_CONNECTIONS to at most 1792"
+      )
+      const none = yield* PublicEdge.budget(defaults, { limit: 200, source: "assumed" }).pipe(Effect.flip)
+      expect(String(none)).toContain("the open-file limit (200, assumed) leaves no connection for the public port")
+      expect(OpenFileLimit.parse("Limit                     Soft Limit           Hard Limit           Units\nMax open files            2048                 4096                 files\n")).toBe(2048)
+      expect(OpenFileLimit.parse("Max open files            unlimited            unlimited            files\n")).toBe(Number.POSITIVE_INFINITY)
+      const own = yield* OpenFileLimit.read
+      expect(own.limit).toBeGreaterThan(0)
     }))
 })

@@ -179,6 +179,14 @@ export const make = (allowPrivate: ReadonlyArray<Cidr> = []): AddressPolicy => (
   }
 })
 
+/** Whether the address `text` (brackets optional, IPv4-mapped judged as IPv4 too) is in one of `cidrs`. */
+export const inList = (cidrs: ReadonlyArray<Cidr>, text: string): boolean => {
+  const parsed = parseAddress(text)
+  if (parsed === undefined) return false
+  const address = parsed instanceof ipaddr.IPv6 && parsed.isIPv4MappedAddress() ? parsed.toIPv4Address() : parsed
+  return cidrs.some((cidr) => inRange(address, cidr) || inRange(parsed, cidr))
+}
+
 /** The production policy: public addresses only. */
 export const publicOnly: AddressPolicy = make([])
 

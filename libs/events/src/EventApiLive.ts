@@ -8,6 +8,7 @@ import { EventApi, Events } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
 import { Effect, Layer, Metric, Option, Redacted } from "effect"
 import * as ErrorResponses from "./ErrorResponses.js"
+import * as FailedKeys from "./FailedKeys.js"
 import { IntegrationKeys } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
 import { refusals } from "./RateLimiter.js"
@@ -26,6 +27,8 @@ const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 export const messages = {
   unauthorized: "The integration key is missing, invalid or disabled.",
   rateLimited: "Rate limit exceeded: 60 requests per key per minute.",
+  failedKeys: (limit: number) =>
+    `Rate limit exceeded: more than ${limit} requests with an invalid key from this address in a minute; wait Retry-After seconds.`,
   notFound: "Not found: the Event API serves POST /subscribe, DELETE /subscribe/{id} and GET /perform-list.",
   unknownSubscription: "No subscription with this id exists for this account.",
   contentType: "Content-Type must be application/json.",
@@ -59,19 +62,38 @@ const BEARER = /^Bearer +(\S+) *$/i
 export const bearerToken = (authorization: string | undefined): Redacted.Redacted<string> =>
   Redacted.make(BEARER.exec(authorization ?? "")?.[1] ?? "")
 
-/** Integration-key authentication, then the per-key rate limit. */
-export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys> =
+/**
+ * The failed-key limit of the client address (before any query: a refused
+ * address costs a map lookup), integration-key authentication, then the
+ * per-key rate limit.
+ */
+export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | FailedKeys.FailedKeys> =
   Layer.effect(
     EventApi.IntegrationKeyAuth,
     Effect.gen(function*() {
       const keys = yield* IntegrationKeys
+      const failedKeys = yield* FailedKeys.FailedKeys
+      const tooManyFailures = messages.failedKeys(failedKeys.policy.limit)
+      const refuseAddress = (retryAfterSeconds: number) =>
+        Effect.zipRight(Metric.increment(FailedKeys.refusals), new Events.RateLimited({ error: tooManyFailures, retryAfterSeconds }))
       return EventApi.IntegrationKeyAuth.of({
         integrationKey: () =>
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
+            const address = Option.getOrUndefined(request.remoteAddress)
+            if (address !== undefined) {
+              const refused = yield* failedKeys.refused(address)
+              if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
+            }
             // One statement finds the key and counts the request (IntegrationKeys.authorize).
             const authorized = yield* keys.authorize(bearerToken(request.headers["authorization"]))
-            if (Option.isNone(authorized)) return yield* new Events.Unauthorized({ error: messages.unauthorized })
+            if (Option.isNone(authorized)) {
+              if (address !== undefined) {
+                const failures = yield* failedKeys.fail(address)
+                if (!failures.allowed) return yield* refuseAddress(failures.retryAfterSeconds)
+              }
+              return yield* new Events.Unauthorized({ error: messages.unauthorized })
+            }
             const { decision, key } = authorized.value
             yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
             if (!decision.allowed) {

@@ -30,13 +30,12 @@ import { Certificate } from "@crm-relay/testing"
 import { Config, Console, Duration, Effect, Option, type Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
-import * as Https from "node:https"
-import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { type JsonRequest, jsonClient } from "../support/Http.js"
+import { type Arrivals, leadOutcome, percentile, startReceiver } from "../support/Receiver.js"
 import { runMain } from "../support/runMain.js"
 import { peakRssMiB, serve } from "../support/ServerProcess.js"
 
@@ -49,46 +48,6 @@ const drain = !Argv.flag("no-drain")
 const rate = Argv.integer("rate", 0, 0)
 const serverLog = Argv.text("server-log")
 const cpuProfileDir = Argv.text("cpu-prof")
-
-/** First arrival time (performance.now()) per call id, and how many requests carried an already-seen webhook-id. */
-interface Arrivals {
-  readonly byCall: Map<string, number>
-  readonly webhookIds: Set<string>
-  duplicates: number
-  total: number
-}
-
-/** The receiver: HTTPS on 127.0.0.1, answers 200 at once, notes each call's first delivery. */
-const startReceiver = (tls: Certificate.TlsMaterial) =>
-  Effect.gen(function*() {
-    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0 }
-    const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, (request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
-        const at = performance.now()
-        arrivals.total++
-        const id = String(request.headers["webhook-id"] ?? "")
-        if (arrivals.webhookIds.has(id)) arrivals.duplicates++
-        arrivals.webhookIds.add(id)
-        const callId = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { call_id: string }).call_id
-        if (!arrivals.byCall.has(callId)) arrivals.byCall.set(callId, at)
-        response.writeHead(200, { "content-type": "application/json" })
-        response.end("{}")
-      })
-    })
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        server.listen(0, "127.0.0.1", () => resume(Effect.void))
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
-    return { arrivals, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/bench?source=bench` }
-  })
 
 /** What every server process of the run shares. */
 interface ServerEnv {
@@ -112,24 +71,6 @@ const startServer = (env: ServerEnv, role: "all" | "api") =>
     stopWithin: "20 seconds"
   })
 
-const outcome = (accountId: string): Record<string, unknown> => ({
-  account_id: accountId,
-  tenant_id: "bench-tenant",
-  classification: "lead",
-  source: "Bench Receptionist (phone)",
-  tags: ["bench"],
-  caller: {
-    full_name: "Ada Lovelace",
-    first_name: "Ada",
-    last_name: "Lovelace",
-    phones: ["+1 555 0100"],
-    emails: ["ada@example.com"],
-    address: "1 Analytical Way",
-    postal_code: "02139"
-  },
-  lead: { job_type: "Boiler repair", summary: "No hot water since Monday", notes: "Side door.", urgency: "high" }
-})
-
 /**
  * Posts `count` outcomes (call ids `${prefix}-i`), `connections` at a time,
  * outcome i not before i / `perSecond` seconds (when `perSecond` > 0);
@@ -146,7 +87,7 @@ const postOutcomes = (
 ) =>
   Effect.gen(function*() {
     const accepted = new Map<string, number>()
-    const body = outcome(accountId)
+    const body = leadOutcome(accountId)
     const start = performance.now()
     yield* Effect.forEach(
       Array.from({ length: count }, (_, i) => i),
@@ -173,9 +114,6 @@ const awaitDeliveries = (arrivals: Arrivals, accepted: Map<string, number>, limi
     while (missing() > 0 && performance.now() < deadline) yield* Effect.sleep("50 millis")
     return missing()
   })
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 
 /** Accepted → first-attempt latencies of `accepted` (sorted), and the first and last delivery times. */
 const measure = (arrivals: Arrivals, accepted: Map<string, number>) => {

@@ -32,6 +32,8 @@ export interface ServeOptions {
   readonly env?: Record<string, string>
   /** How long the SIGTERM at the end may take. */
   readonly stopWithin: Duration.DurationInput
+  /** Runs the server under this open-file limit (`ulimit -n` in a shell that then becomes the server). */
+  readonly openFileLimit?: number | undefined
 }
 
 /** A running server: its pid and its two APIs' base URLs. */
@@ -52,24 +54,30 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
     )
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        ChildProcess.spawn(process.execPath, [BIN, "serve"], {
-          stdio: ["ignore", options.stdout, "inherit"],
-          env: {
-            PATH: process.env["PATH"] ?? "",
-            DATABASE_URL: Redacted.value(options.databaseUrl),
-            DATABASE_POOL_SIZE: String(options.pool),
-            PORT: "0",
-            ADMIN_PORT: "0",
-            ADMIN_TOKEN: options.adminToken,
-            MASTER_KEY: options.masterKey,
-            DATA_DIR: dataDir,
-            LOG_LEVEL: options.logLevel,
-            ...options.env,
-            ...(options.cpuProfileDir !== undefined
-              ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${Path.resolve(options.cpuProfileDir)}` }
-              : {})
+        ChildProcess.spawn(
+          options.openFileLimit === undefined ? process.execPath : "/bin/sh",
+          options.openFileLimit === undefined
+            ? [BIN, "serve"]
+            : ["-c", `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, BIN, "serve"],
+          {
+            stdio: ["ignore", options.stdout, "inherit"],
+            env: {
+              PATH: process.env["PATH"] ?? "",
+              DATABASE_URL: Redacted.value(options.databaseUrl),
+              DATABASE_POOL_SIZE: String(options.pool),
+              PORT: "0",
+              ADMIN_PORT: "0",
+              ADMIN_TOKEN: options.adminToken,
+              MASTER_KEY: options.masterKey,
+              DATA_DIR: dataDir,
+              LOG_LEVEL: options.logLevel,
+              ...options.env,
+              ...(options.cpuProfileDir !== undefined
+                ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${Path.resolve(options.cpuProfileDir)}` }
+                : {})
+            }
           }
-        })
+        )
       ),
       (child) =>
         Effect.async<void>((resume) => {

@@ -4,6 +4,7 @@
  * meaning) is what the README's configuration table is generated from or
  * checked against. Secrets are `Redacted` from the moment they are read.
  */
+import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { Config, ConfigError, Either, LogLevel, Option, Redacted } from "effect"
 
 /** A documented setting. */
@@ -100,6 +101,48 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   { name: "OTEL_SERVICE_NAME", default: "crm-relay", description: "service.name of the exported traces.", secret: false },
+  {
+    name: "PUBLIC_HEAD_TIMEOUT_MS",
+    default: "10000",
+    description: "Public port: a connection (or a keep-alive request) must deliver a complete request head within this many milliseconds, or it is closed (400 with the Error object once bytes arrived).",
+    secret: false
+  },
+  {
+    name: "PUBLIC_REQUEST_TIMEOUT_MS",
+    default: "30000",
+    description: "Public port: head and body of one request must arrive within this many milliseconds (at least PUBLIC_HEAD_TIMEOUT_MS), or it is answered 400 and the connection closed.",
+    secret: false
+  },
+  {
+    name: "PUBLIC_KEEP_ALIVE_TIMEOUT_MS",
+    default: "5000",
+    description: "Public port: an idle keep-alive connection is closed after this many milliseconds.",
+    secret: false
+  },
+  {
+    name: "PUBLIC_MAX_CONNECTIONS",
+    default: "open-file limit - PUBLIC_CONNECTION_RESERVE",
+    description: "Public port: most connections open at once; more are closed at once and counted. At most the open-file limit minus the reserve (both logged at start).",
+    secret: false
+  },
+  {
+    name: "PUBLIC_CONNECTION_RESERVE",
+    default: "256",
+    description: "Open files the public port never takes: kept for the database pool, the internal port, bridge and webhook connections.",
+    secret: false
+  },
+  {
+    name: "FAILED_KEY_LIMIT",
+    default: "30",
+    description: "Requests with an invalid, disabled or missing integration key allowed per client address per minute (counted across replicas); then every request from it gets 429 with Retry-After, without a database query.",
+    secret: false
+  },
+  {
+    name: "TRUSTED_PROXIES",
+    default: "unset",
+    description: "CIDR list of proxies whose X-Forwarded-For names the client address on the public port; from any other peer the header is ignored.",
+    secret: false
+  },
   {
     name: "NODE_EXTRA_CA_CERTS",
     default: "unset",
@@ -225,6 +268,50 @@ export const serviceName = Config.string("OTEL_SERVICE_NAME").pipe(
 export const TracingSettings = Config.all({ otlpEndpoint, sampleRatio, serviceName })
 export type TracingSettings = Config.Config.Success<typeof TracingSettings>
 
+/** A whole number of milliseconds from 1 to `max`, with a default. */
+const millis = (name: string, fallback: number, max = 3_600_000) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a whole number of milliseconds from 1 to ${max}`, validation: (n) => n >= 1 && n <= max }),
+    Config.withDefault(fallback),
+    Config.withDescription(describe(name))
+  )
+
+/** The public port's connection rules (the budget's default is derived from the open-file limit at start). */
+export const PublicEdgeSettings = Config.all({
+  headTimeoutMs: millis("PUBLIC_HEAD_TIMEOUT_MS", 10_000),
+  requestTimeoutMs: millis("PUBLIC_REQUEST_TIMEOUT_MS", 30_000),
+  keepAliveTimeoutMs: millis("PUBLIC_KEEP_ALIVE_TIMEOUT_MS", 5_000),
+  maxConnections: Config.option(Config.integer("PUBLIC_MAX_CONNECTIONS").pipe(
+    Config.validate({ message: "PUBLIC_MAX_CONNECTIONS must be a whole number of at least 1", validation: (n) => n >= 1 })
+  )).pipe(Config.withDescription(describe("PUBLIC_MAX_CONNECTIONS"))),
+  connectionReserve: Config.integer("PUBLIC_CONNECTION_RESERVE").pipe(
+    Config.validate({ message: "PUBLIC_CONNECTION_RESERVE must be a whole number from 0 to 1000000", validation: (n) => n >= 0 && n <= 1_000_000 }),
+    Config.withDefault(256),
+    Config.withDescription(describe("PUBLIC_CONNECTION_RESERVE"))
+  ),
+  failedKeyLimit: Config.integer("FAILED_KEY_LIMIT").pipe(
+    Config.validate({ message: "FAILED_KEY_LIMIT must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
+    Config.withDefault(30),
+    Config.withDescription(describe("FAILED_KEY_LIMIT"))
+  ),
+  trustedProxies: Config.string("TRUSTED_PROXIES").pipe(
+    Config.mapOrFail((text) =>
+      Either.mapLeft(
+        AddressPolicy.parseCidrList(text),
+        (reason) => ConfigError.InvalidData([], `TRUSTED_PROXIES must be a comma-separated CIDR list (e.g. 10.0.0.0/8,::1/128): ${reason}`)
+      )
+    ),
+    Config.withDefault<ReadonlyArray<AddressPolicy.Cidr>>([]),
+    Config.withDescription(describe("TRUSTED_PROXIES"))
+  )
+}).pipe(
+  Config.validate({
+    message: "PUBLIC_REQUEST_TIMEOUT_MS must be at least PUBLIC_HEAD_TIMEOUT_MS (the request's deadline includes its head)",
+    validation: (edge) => edge.requestTimeoutMs >= edge.headTimeoutMs
+  })
+)
+export type PublicEdgeSettings = Config.Config.Success<typeof PublicEdgeSettings>
+
 /** Node's extra CA file (Node reads it itself at startup; listed for completeness). */
 export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS")).pipe(
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
@@ -244,7 +331,8 @@ export const Settings = Config.all({
   masterKeyPrevious,
   role,
   logLevel,
-  tracing: TracingSettings
+  tracing: TracingSettings,
+  publicEdge: PublicEdgeSettings
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

@@ -11,11 +11,31 @@ import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { ErrorResponses } from "@crm-relay/events"
 import { Effect } from "effect"
-import type * as Http from "node:http"
+import * as Http from "node:http"
 import type { Duplex } from "node:stream"
 
 /** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
 export const serverOptions: Http.ServerOptions = { requireHostHeader: false }
+
+/** Answers a request itself (true) before any listener sees it, or leaves it to them (false). */
+export type Shortcut = (request: Http.IncomingMessage, response: Http.ServerResponse) => boolean
+
+/**
+ * A Node HTTP server whose requests these rules see before any listener:
+ * they keep each connection's order, and may answer a request at once
+ * (`install`'s shortcut) so that no listener, router or fiber runs for it.
+ */
+export class Server extends Http.Server {
+  /** Set by `install`. */
+  first: Shortcut | undefined = undefined
+
+  override emit(event: string, ...args: Array<unknown>): boolean {
+    if (event === "request" && this.first !== undefined && this.first(args[0] as Http.IncomingMessage, args[1] as Http.ServerResponse)) {
+      return true
+    }
+    return super.emit(event, ...args)
+  }
+}
 
 const answered = (response: Http.ServerResponse): boolean => response.writableFinished || response.destroyed
 
@@ -49,16 +69,28 @@ export const rawAnswer = (status: 400 | 404, error: string): string => {
  * Installs the rules on `server` (before anything else listens to its requests) and
  * answers the middleware that keeps each connection's requests in order.
  */
-export const install = (server: Http.Server, notFound: string): (app: HttpApp.Default) => HttpApp.Default => {
+export const install = (
+  server: Server,
+  notFound: string,
+  options: {
+    /** Told of each request closed for arriving too late: its head, or the rest of it. */
+    readonly onTimeout?: ((phase: "head" | "request") => void) | undefined
+    /** Answers some requests at once, before any router (the public port's refused addresses). */
+    readonly shortcut?: Shortcut | undefined
+  } = {}
+): (app: HttpApp.Default) => HttpApp.Default => {
+  const { onTimeout, shortcut } = options
   // The latest response of each connection, and for each request the response it must wait for.
   const latest = new WeakMap<Duplex, Http.ServerResponse>()
   const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
 
-  server.on("request", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+  server.first = (request, response) => {
     const previous = latest.get(request.socket)
     if (previous !== undefined && !answered(previous)) predecessor.set(request, previous)
     latest.set(request.socket, response)
-  })
+    // Node writes the responses of one connection in request order, so an early answer waits its turn.
+    return shortcut !== undefined && shortcut(request, response)
+  }
 
   // An expectation Node does not know would be a bare 417: serve the request as if it had none.
   server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
@@ -67,12 +99,24 @@ export const install = (server: Http.Server, notFound: string): (app: HttpApp.De
 
   server.on("clientError", (error: NodeJS.ErrnoException, socket: Duplex) => {
     if (error.code === "ECONNRESET" || !socket.writable) return void socket.destroy()
+    const sentence = MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."
     const answer = () => {
       if (!socket.writable) return void socket.destroy()
-      socket.end(rawAnswer(400, MALFORMED[error.code ?? ""] ?? "The request is not valid HTTP/1.1."), () => socket.destroy())
+      socket.end(rawAnswer(400, sentence), () => socket.destroy())
     }
-    // Answers to the well-formed requests before it on this connection go first.
     const previous = latest.get(socket)
+    const timedOut = error.code === "ERR_HTTP_REQUEST_TIMEOUT" || error.code === "HPE_HEADERS_TIMEOUT"
+    if (timedOut && previous !== undefined && !answered(previous)) {
+      // The late part is the body of the request being handled: it is answered, and its handler
+      // (still reading the body) finds the response written and the connection gone.
+      onTimeout?.("request")
+      if (previous.headersSent) return void socket.destroy()
+      const body = JSON.stringify({ error: sentence })
+      previous.writeHead(400, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" })
+      return void previous.end(body, () => socket.destroy())
+    }
+    if (timedOut) onTimeout?.("head")
+    // Answers to the well-formed requests before it on this connection go first.
     if (previous === undefined) answer()
     else whenAnswered(previous, answer)
   })

@@ -6,13 +6,15 @@
  * Released in reverse: workers stop, the APIs drain in-flight requests, then
  * the database closes.
  */
-import { Accounts, EventApiLive, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
+import { Accounts, EventApiLive, FailedKeys, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
 import { Database, Migrations, type Vault } from "@crm-relay/store"
-import { type ConfigError, Context, Effect, Layer, Option, type Redacted } from "effect"
+import { type ConfigError, Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
 import * as AdminToken from "../config/AdminToken.js"
 import * as BridgeLayers from "../workers/BridgeLayers.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
+import * as PublicEdge from "../config/PublicEdge.js"
+import * as RefusedAddresses from "./public/RefusedAddresses.js"
 import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
 import * as InCallApiLive from "./internal/InCallApiLive.js"
@@ -69,10 +71,19 @@ export interface ServeOptions {
     /** Where the built page is; found beside the build or in the repository when not given. */
     readonly assetsDir?: Option.Option<string> | undefined
   } | undefined
+  /** The public port's timeouts, budget, failed-key limit and trusted proxies; `defaultEdge` when not given. */
+  readonly edge?: PublicEdge.PublicEdge | undefined
+}
+
+/** The settings' defaults, with no connection budget (tests; `serve` derives one from the open-file limit). */
+export const defaultEdge: PublicEdge.PublicEdge = {
+  limits: { headTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: Number.POSITIVE_INFINITY },
+  failedKeyLimit: 30,
+  trustedProxies: []
 }
 
 /** The services the public Event API's handlers use. */
-type EventApiServices = IntegrationKeys.IntegrationKeys | Subscriptions.Subscriptions | Preview.Preview
+type EventApiServices = IntegrationKeys.IntegrationKeys | FailedKeys.FailedKeys | Subscriptions.Subscriptions | Preview.Preview
 
 /**
  * Builds `layer` over the Event API's services alone. Every request fiber
@@ -84,7 +95,7 @@ const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>):
   Layer.scopedContext(
     Effect.flatMap(Effect.scope, (scope) =>
       Layer.buildWithScope(layer, scope).pipe(
-        Effect.mapInputContext(Context.pick(IntegrationKeys.IntegrationKeys, Subscriptions.Subscriptions, Preview.Preview))
+        Effect.mapInputContext(Context.pick(IntegrationKeys.IntegrationKeys, FailedKeys.FailedKeys, Subscriptions.Subscriptions, Preview.Preview))
       ))
   )
 
@@ -95,6 +106,7 @@ type WorkerServices =
 
 /** The server over a database provided by the caller (tests share one between instances). */
 export const layerWithDatabase = (options: ServeOptions) => {
+  const edge = options.edge ?? defaultEdge
   const internalApi = serveApi({
     api: InternalApiLive.layer(options.adminToken),
     host: options.adminHost,
@@ -111,8 +123,11 @@ export const layerWithDatabase = (options: ServeOptions) => {
       port: options.port,
       messages: EventApiLive.errorPolicy,
       observe: { api: "public", actor: "anonymous" },
-      tag: PublicAddress
-    }))
+      tag: PublicAddress,
+      connectionLimits: edge.limits,
+      trustedProxies: edge.trustedProxies,
+      shortcut: RefusedAddresses.shortcut(edge.trustedProxies)
+    })).pipe(Layer.provide(FailedKeys.layerWithPolicy({ limit: edge.failedKeyLimit, window: Duration.minutes(1) })))
     : Layer.empty
   const portalOptions = options.portal
   const portal = portalOptions !== undefined && Workers.servesPublicApi(options.role)
@@ -180,7 +195,11 @@ export const layerWithDatabase = (options: ServeOptions) => {
 /** The whole server from its settings. */
 export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) =>
   Layer.unwrapEffect(
-    Effect.map(Effect.all([AdminToken.resolve(settings.adminToken, settings.dataDir), MasterKey.resolve(settings)]), ([adminToken, masterKeys]) =>
+    Effect.map(Effect.all([
+      AdminToken.resolve(settings.adminToken, settings.dataDir),
+      MasterKey.resolve(settings),
+      PublicEdge.resolve(settings.publicEdge)
+    ]), ([adminToken, masterKeys, edge]) =>
       layerWithDatabase({
         role: settings.role,
         port: settings.port,
@@ -190,7 +209,8 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         adminToken,
         portal: settings.portal,
         dataDir: Option.some(settings.dataDir),
-        masterKeys
+        masterKeys,
+        edge
       }).pipe(
         Layer.provideMerge(
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })

@@ -8,8 +8,9 @@
 import type { HttpApp } from "@effect/platform"
 import { HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as Audit from "@crm-relay/store/Audit"
-import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Tracer } from "effect"
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
 import { performance } from "node:perf_hooks"
+import * as RefusalLog from "./RefusalLog.js"
 
 /** Requests answered, by API, method, route template and status. */
 const requestsKey = MetricKey.counter("crm_relay_http_requests_total", {
@@ -60,8 +61,20 @@ const accountInPath = (route: string, url: string): string | undefined => {
   return url.split("?", 1)[0]!.split("/")[3]
 }
 
-/** The middleware for the API named `api`, whose requests act as `actor` until authenticated. */
-export const accessLog = (api: string, actor: string) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+/** Counts one answered request in the HTTP metrics (for answers given before this middleware runs). */
+export const observe = (api: string, method: string, route: string, status: number, seconds: number): void => {
+  const metrics = instrumentsFor(api, method, route, status)
+  metrics.requests.unsafeUpdate(1, NO_TAGS)
+  metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+}
+
+/**
+ * The middleware for the API named `api`, whose requests act as `actor` until authenticated.
+ * A flood of 429s (a rate limit holding) writes one line per client address per minute
+ * (`refusals`), not one per request.
+ */
+export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) =>
+  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.withFiberRuntime((fiber) => {
     const context = fiber.currentContext
     const request = Context.unsafeGet(context, HttpServerRequest.HttpServerRequest)
@@ -74,9 +87,7 @@ export const accessLog = (api: string, actor: string) => <E, R>(app: HttpApp.Def
       const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
       const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
       const route = typeof matched === "string" ? matched : UNMATCHED
-      const metrics = instrumentsFor(api, request.method, route, status)
-      metrics.requests.unsafeUpdate(1, NO_TAGS)
-      metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
+      observe(api, request.method, route, status, seconds)
       const accountId = acting.accountId ?? accountInPath(route, request.url)
       const fields: Record<string, unknown> = {
         log: "access",
@@ -87,6 +98,13 @@ export const accessLog = (api: string, actor: string) => <E, R>(app: HttpApp.Def
         duration_ms: Math.round(seconds * 100_000) / 100
       }
       if (accountId !== undefined) fields["account_id"] = accountId
+      if (status === 429) {
+        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+        const leftOut = refusals(address, Date.now())
+        if (leftOut === undefined) return Effect.void
+        fields["client_address"] = address
+        fields["refusals_left_out"] = leftOut
+      }
       return Effect.annotateLogs(Effect.logInfo("http request"), fields)
     })
   })

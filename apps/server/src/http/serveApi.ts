@@ -8,8 +8,11 @@
 import { HttpApiBuilder, type HttpApi, type HttpApp, HttpRouter, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ErrorResponses } from "@crm-relay/events"
-import { type Context, Effect, Layer } from "effect"
-import * as Http from "node:http"
+import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
+import { type Context, Effect, Layer, Metric, Runtime } from "effect"
+import * as ConnectionLimits from "./ConnectionLimits.js"
+import * as ClientAddress from "./public/ClientAddress.js"
+import * as RefusalLog from "./RefusalLog.js"
 import * as HttpConnections from "./HttpConnections.js"
 import { accessLog } from "./accessLog.js"
 
@@ -28,7 +31,7 @@ const urlHost = (hostname: string): string => {
 }
 
 /** Serves `api` on `host:port` and provides its address under `tag`. */
-export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(options: {
+export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShortcut = never>(options: {
   readonly api: Layer.Layer<HttpApi.Api, EApi, RApi>
   /** The API's name in access lines and metrics (`public`, `internal`), and who its requests act as until authenticated. */
   readonly observe: { readonly api: string; readonly actor: string }
@@ -41,11 +44,31 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
   readonly messages: ErrorResponses.Messages
   readonly tag: Context.Tag<I, Address>
   readonly graceMillis?: number
-}): Layer.Layer<I, EApi | ERoutes | import("@effect/platform/HttpServerError").ServeError, RApi | RRoutes> =>
+  /** Timeouts and connection budget (the public port); Node's defaults when not given. */
+  readonly connectionLimits?: ConnectionLimits.ConnectionLimits | undefined
+  /** Proxies whose X-Forwarded-For names the client address (see ClientAddress). */
+  readonly trustedProxies?: ReadonlyArray<AddressPolicy.Cidr> | undefined
+  /** Answers some requests before any router, logging its refusals through the access log's throttle. */
+  readonly shortcut?: ((refusals: RefusalLog.RefusalLog) => Effect.Effect<HttpConnections.Shortcut, never, RShortcut>) | undefined
+}): Layer.Layer<I, EApi | ERoutes | import("@effect/platform/HttpServerError").ServeError, RApi | RRoutes | RShortcut> =>
   Layer.unwrapEffect(
-    Effect.sync(() => {
-      const server = Http.createServer(HttpConnections.serverOptions)
-      const inOrder = HttpConnections.install(server, options.messages.notFound)
+    Effect.gen(function*() {
+      const runtime = yield* Effect.runtime<never>()
+      const refusals = RefusalLog.make()
+      const shortcut = options.shortcut === undefined ? undefined : yield* options.shortcut(refusals)
+      const limits = options.connectionLimits
+      const server = new HttpConnections.Server({
+        ...HttpConnections.serverOptions,
+        ...(limits === undefined ? {} : ConnectionLimits.serverOptions(limits))
+      })
+      const inOrder = HttpConnections.install(server, options.messages.notFound, {
+        shortcut,
+        onTimeout: limits === undefined
+          ? undefined
+          : (phase) => void Runtime.runFork(runtime)(Metric.increment(ConnectionLimits.timedOut[phase]))
+      })
+      if (limits !== undefined) ConnectionLimits.install(server, limits, runtime)
+      const clientAddress = ClientAddress.middleware(options.trustedProxies ?? [])
       const graceMillis = options.graceMillis ?? 10_000
 
       const gracefulStop = Layer.scopedDiscard(
@@ -74,7 +97,7 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
       )
 
       const wrap = options.wrap ?? ((app: HttpApp.Default) => app)
-      const serve = HttpApiBuilder.serve((app) => accessLog(options.observe.api, options.observe.actor)(inOrder(wrap(app)))).pipe(
+      const serve = HttpApiBuilder.serve((app) => clientAddress(accessLog(options.observe.api, options.observe.actor, refusals)(inOrder(wrap(app))))).pipe(
         // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
         Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
         Layer.provide(options.routes ?? Layer.empty),

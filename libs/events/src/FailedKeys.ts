@@ -1,0 +1,84 @@
+/**
+ * The failed-authentication limit per client address: after `limit` requests
+ * with an invalid key in a minute from one address, every request from it is
+ * refused with 429 until the window ends — without a database query.
+ *
+ * The count is shared by the replicas (one `rate_limits` row per address,
+ * counted by the same upsert as the per-key limit), so N failures spread over
+ * replicas are N. The verdict "refused until T" is then cached in this
+ * replica's memory: refused requests cost a map lookup, and each replica
+ * learns the shared verdict at its next failed key from that address (one
+ * query), so a flood costs the database at most `limit` + one query per
+ * replica per window and address.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Clock, Context, Duration, Effect, Layer, Metric, Option } from "effect"
+import * as RateLimiter from "./RateLimiter.js"
+
+/** Requests refused with 429 by the failed-key limit (metric). */
+export const refusals = Metric.counter("crm_relay_failed_key_refusals_total", {
+  description: "Event API requests refused with 429 because their client address sent too many invalid keys this minute.",
+  incremental: true
+})
+
+/** How many failed keys an address may send per window. */
+export class FailedKeyPolicy extends Context.Reference<FailedKeyPolicy>()("@crm-relay/events/FailedKeyPolicy", {
+  defaultValue: (): RateLimiter.RateLimitPolicy => ({ limit: 30, window: Duration.minutes(1) })
+}) {}
+
+/** The rate-limit subject of a client address. */
+export const subject = (address: string): string => `failed-key:${address}`
+
+/** Addresses remembered as refused at most; past it the oldest verdict is forgotten (its replica asks the database again). */
+const MAX_CACHED = 100_000
+
+/** Counts failed keys per client address and refuses the addresses over the limit. */
+export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/FailedKeys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const policy = yield* FailedKeyPolicy
+    const windowMillis = Duration.toMillis(policy.window)
+    // Address → end of the window its refusal holds for (epoch millis).
+    const refusedUntil = new Map<string, number>()
+
+    const remember = (address: string, until: number) => {
+      refusedUntil.delete(address)
+      if (refusedUntil.size >= MAX_CACHED) refusedUntil.delete(refusedUntil.keys().next().value!)
+      refusedUntil.set(address, until)
+    }
+
+    const refusedAt = (address: string, now: number): number | undefined => {
+      const until = refusedUntil.get(address)
+      if (until === undefined) return undefined
+      if (until <= now) {
+        refusedUntil.delete(address)
+        return undefined
+      }
+      return Math.max(1, Math.ceil((until - now) / 1000))
+    }
+
+    return {
+      policy,
+      /** Seconds until `address` may try again, when it is refused at `now` (epoch millis): a map lookup, for callers outside Effect. */
+      refusedAt,
+      /** Seconds until `address` may try again, when it is refused now (no query). */
+      refused: (address: string) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(refusedAt(address, now))),
+      /** Counts one failed key of `address` (shared by the replicas); the decision for it. */
+      fail: (address: string) =>
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          const rows = yield* Effect.orDie(
+            RateLimiter.upsert(sql, sql`VALUES (${subject(address)}, ${RateLimiter.windowStart(policy, now)}, 1)`)
+          )
+          const row = rows[0]!
+          const decision = RateLimiter.decide(policy, now, row.count, row.window_start)
+          if (!decision.allowed) remember(address, row.window_start.getTime() + windowMillis)
+          return decision
+        }).pipe(Effect.withSpan("FailedKeys.fail", { captureStackTrace: false }))
+    }
+  })
+}) {}
+
+/** `FailedKeys` with another policy (settings, tests). */
+export const layerWithPolicy = (policy: RateLimiter.RateLimitPolicy): Layer.Layer<FailedKeys, never, SqlClient.SqlClient> =>
+  FailedKeys.Default.pipe(Layer.provide(Layer.succeed(FailedKeyPolicy, policy)))

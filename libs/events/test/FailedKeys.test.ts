@@ -1,0 +1,47 @@
+import { describe, expect, it } from "@effect/vitest"
+import { TestDatabase } from "@crm-relay/store"
+import { Context, Duration, Effect, Layer, Option, TestClock } from "effect"
+import { FailedKeys, layerWithPolicy } from "../src/FailedKeys.js"
+
+/** Two replicas' limiters (each its own cache) over one database. */
+const Replicas = Effect.all([
+  Layer.build(Layer.fresh(layerWithPolicy({ limit: 3, window: Duration.minutes(1) }))),
+  Layer.build(Layer.fresh(layerWithPolicy({ limit: 3, window: Duration.minutes(1) })))
+]).pipe(Effect.map((contexts) => contexts.map((context) => Context.get(context, FailedKeys))))
+
+describe("FailedKeys", () => {
+  it.layer(TestDatabase.layer)((it) => {
+    it.scoped("past the limit an address is refused until its minute ends (Retry-After the seconds left, at least 1), then counts afresh", () =>
+      Effect.gen(function*() {
+        const [limiter] = yield* Replicas
+        yield* TestClock.setTime(Date.parse("2030-02-01T00:00:00Z"))
+        for (let i = 1; i <= 3; i++) expect(yield* limiter!.fail("203.0.113.1")).toMatchObject({ allowed: true, count: i })
+        expect(Option.isNone(yield* limiter!.refused("203.0.113.1"))).toBe(true)
+        yield* TestClock.adjust("20 seconds")
+        expect(yield* limiter!.fail("203.0.113.1")).toEqual({ allowed: false, count: 4, retryAfterSeconds: 40 })
+        expect(yield* limiter!.refused("203.0.113.1")).toEqual(Option.some(40))
+        // Another address has its own count.
+        expect(Option.isNone(yield* limiter!.refused("203.0.113.2"))).toBe(true)
+        yield* TestClock.adjust(Duration.millis(39_500))
+        expect(yield* limiter!.refused("203.0.113.1")).toEqual(Option.some(1))
+        yield* TestClock.adjust(Duration.millis(500))
+        expect(Option.isNone(yield* limiter!.refused("203.0.113.1"))).toBe(true)
+        expect(yield* limiter!.fail("203.0.113.1")).toMatchObject({ allowed: true, count: 1 })
+      }), { timeout: 60_000 })
+
+    it.scoped("replicas share the count: failures on two replicas add up, and each learns the verdict at its next failure", () =>
+      Effect.gen(function*() {
+        const [a, b] = yield* Replicas
+        yield* TestClock.setTime(Date.parse("2030-02-02T00:00:00Z"))
+        yield* a!.fail("198.51.100.7")
+        yield* b!.fail("198.51.100.7")
+        yield* a!.fail("198.51.100.7")
+        expect((yield* b!.fail("198.51.100.7")).allowed).toBe(false)
+        expect(Option.isSome(yield* b!.refused("198.51.100.7"))).toBe(true)
+        // A has not asked since: its cache does not know yet; its next failure tells it.
+        expect(Option.isNone(yield* a!.refused("198.51.100.7"))).toBe(true)
+        expect((yield* a!.fail("198.51.100.7")).allowed).toBe(false)
+        expect(Option.isSome(yield* a!.refused("198.51.100.7"))).toBe(true)
+      }), { timeout: 60_000 })
+  })
+})

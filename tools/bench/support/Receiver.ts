@@ -1,0 +1,72 @@
+/**
+ * The webhook receiver of a delivery benchmark: HTTPS on 127.0.0.1 (the
+ * caller's certificate), answering 200 at once and noting each call's first
+ * delivery and any webhook-id received twice.
+ */
+import type { Certificate } from "@crm-relay/testing"
+import { Effect } from "effect"
+import * as Https from "node:https"
+import type { AddressInfo } from "node:net"
+
+/** First arrival time (performance.now()) per call id, and how many requests carried an already-seen webhook-id. */
+export interface Arrivals {
+  readonly byCall: Map<string, number>
+  readonly webhookIds: Set<string>
+  duplicates: number
+  total: number
+}
+
+/** The receiver for the scope: its arrivals and the subscription URL that reaches it. */
+export const startReceiver = (tls: Certificate.TlsMaterial) =>
+  Effect.gen(function*() {
+    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0 }
+    const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, (request, response) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        const at = performance.now()
+        arrivals.total++
+        const id = String(request.headers["webhook-id"] ?? "")
+        if (arrivals.webhookIds.has(id)) arrivals.duplicates++
+        arrivals.webhookIds.add(id)
+        const callId = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { call_id: string }).call_id
+        if (!arrivals.byCall.has(callId)) arrivals.byCall.set(callId, at)
+        response.writeHead(200, { "content-type": "application/json" })
+        response.end("{}")
+      })
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => {
+        server.listen(0, "127.0.0.1", () => resume(Effect.void))
+      }),
+      () =>
+        Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
+    )
+    return { arrivals, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/bench?source=bench` }
+  })
+
+/** The `p`-th percentile of ascending `sorted` (NaN when empty). */
+export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+
+/** A call outcome of `accountId` classified as a lead: one delivery per lead subscription. */
+export const leadOutcome = (accountId: string): Record<string, unknown> => ({
+  account_id: accountId,
+  tenant_id: "bench-tenant",
+  classification: "lead",
+  source: "Bench Receptionist (phone)",
+  tags: ["bench"],
+  caller: {
+    full_name: "Ada Lovelace",
+    first_name: "Ada",
+    last_name: "Lovelace",
+    phones: ["+1 555 0100"],
+    emails: ["ada@example.com"],
+    address: "1 Analytical Way",
+    postal_code: "02139"
+  },
+  lead: { job_type: "Boiler repair", summary: "No hot water since Monday", notes: "Side door.", urgency: "high" }
+})
