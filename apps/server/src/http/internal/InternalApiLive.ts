@@ -8,12 +8,12 @@ import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, Migrations } from "@crm-relay/store"
 import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
-import { AdminAuth, InternalApi, NotReady, unknownAccount } from "./InternalApi.js"
-import * as CallsApiLive from "./api/CallsApiLive.js"
-import * as ConnectionsApiLive from "./api/ConnectionsApiLive.js"
-import * as DeliveriesApiLive from "./api/DeliveriesApiLive.js"
-import * as InCallApiLive from "./api/InCallApiLive.js"
-import * as ListingsApiLive from "./api/ListingsApiLive.js"
+import { AdminAuth, InternalApi, NotReady, unknownAccount } from "@crm-relay/contract/InternalApi"
+import * as CallsApiLive from "./CallsApiLive.js"
+import * as ConnectionsApiLive from "./ConnectionsApiLive.js"
+import * as DeliveriesApiLive from "./DeliveriesApiLive.js"
+import * as InCallApiLive from "./InCallApiLive.js"
+import * as ListingsApiLive from "./ListingsApiLive.js"
 
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()
 

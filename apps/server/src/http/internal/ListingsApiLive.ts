@@ -7,11 +7,11 @@ import { Connections } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Accounts, Deliveries, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Effect, Layer, Option } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
-import type { ConnectionView } from "./ConnectionsApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
+import type { ConnectionView } from "@crm-relay/contract/InternalApi/ConnectionsApi"
 import { messages as connectionMessages } from "./ConnectionsApiLive.js"
 import { displayTarget, pageView } from "./DeliveriesApiLive.js"
-import { type AccountDetail, type AccountView, type KeyView, statusesOf, type SubscriptionView } from "./ListingsApi.js"
+import { type AccountDetail, type AccountView, type KeyView, statusesOf, type SubscriptionView } from "@crm-relay/contract/InternalApi/ListingsApi"
 
 /** Sentences of the listings' errors. */
 export const messages = {

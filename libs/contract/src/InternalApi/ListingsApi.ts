@@ -24,8 +24,9 @@
  * InternalApi adds them.
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
-import { Events } from "@crm-relay/contract"
-import { Accounts, Deliveries } from "@crm-relay/events"
+import * as Accounts from "../Accounts.js"
+import * as Deliveries from "../Deliveries.js"
+import * as Events from "../Events.js"
 import { Schema } from "effect"
 import { ConnectionView } from "./ConnectionsApi.js"
 import { DeliveryPage, ListParams } from "./DeliveriesApi.js"

@@ -6,14 +6,14 @@
 import { Command, Options } from "@effect/cli"
 import { Console, type Context, Effect, Layer, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
-import * as AccountsCli from "./cli/AccountsCli.js"
-import * as ConnectionsCli from "./cli/ConnectionsCli.js"
-import * as DeliveriesCli from "./cli/DeliveriesCli.js"
-import { json, print } from "./cli/Output.js"
-import * as PushesCli from "./cli/PushesCli.js"
-import * as Logging from "./Logging.js"
-import * as Settings from "./Settings.js"
-import * as Tracing from "./Tracing.js"
+import * as AccountsCli from "./AccountsCli.js"
+import * as ConnectionsCli from "./ConnectionsCli.js"
+import * as DeliveriesCli from "./DeliveriesCli.js"
+import { json, print } from "./Output.js"
+import * as PushesCli from "./PushesCli.js"
+import * as Logging from "../observability/Logging.js"
+import * as Settings from "../config/Settings.js"
+import * as Tracing from "../observability/Tracing.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
 // database driver and no HTTP stack, and a CLI command no server.
@@ -23,7 +23,7 @@ const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.A
 const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
-    const Server = yield* Effect.promise(() => import("./Server.js"))
+    const Server = yield* Effect.promise(() => import("../http/Server.js"))
     return yield* Layer.launch(Server.layer(settings)).pipe(
       Effect.provide(Tracing.fromSettings(settings.tracing)),
       Effect.provide(Logging.layer(settings.logLevel, "stdout"))

@@ -9,8 +9,8 @@
  * The group gets the admin-token middleware where InternalApi adds it.
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { InCall } from "@crm-relay/calls"
-import { Events } from "@crm-relay/contract"
+import * as Events from "../Events.js"
+import * as InCall from "../InCall.js"
 import { Schema } from "effect"
 
 const path = Schema.Struct({ id: Schema.String, tenantId: Schema.String })

@@ -2,9 +2,9 @@
  * Where a running server's two APIs listen.
  */
 import { Context } from "effect"
-import type { Address } from "./internal/serveApi.js"
+import type { Address } from "./serveApi.js"
 
-export type { Address } from "./internal/serveApi.js"
+export type { Address } from "./serveApi.js"
 
 /** The public Event API's address. */
 export class PublicAddress extends Context.Tag("@crm-relay/server/PublicAddress")<PublicAddress, Address>() {}

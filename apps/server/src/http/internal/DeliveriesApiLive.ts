@@ -5,9 +5,9 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Events } from "@crm-relay/contract"
 import { Accounts, Deliveries } from "@crm-relay/events"
 import { Effect, Layer, Option } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import * as Replay from "./Replay.js"
-import type { AttemptView, DeliveryDetail, DeliveryPage, DeliveryView } from "./DeliveriesApi.js"
+import type { AttemptView, DeliveryDetail, DeliveryPage, DeliveryView } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 
 /** Sentences of the deliveries group's errors. */
 export const messages = {

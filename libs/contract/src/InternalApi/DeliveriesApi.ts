@@ -17,10 +17,11 @@
  * adds it (importing it here would be an import cycle).
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { Events } from "@crm-relay/contract"
-import { Deliveries } from "@crm-relay/events"
+import * as Deliveries from "../Deliveries.js"
+import * as Events from "../Events.js"
+import * as Pages from "../Pages.js"
 import { Schema } from "effect"
-import { ReplayAnswer } from "./Replay.js"
+import { ReplayAnswer } from "./ReplayAnswer.js"
 
 /** The latest attempt of a delivery. */
 export const AttemptView = Schema.Struct({
@@ -78,7 +79,7 @@ export const ListParams = Schema.Struct({
   limit: Schema.optionalWith(
     Schema.NumberFromString.pipe(
       Schema.int({ message: () => "limit must be a whole number" }),
-      Schema.between(1, Deliveries.MAX_PAGE, { message: () => `limit must be from 1 to ${Deliveries.MAX_PAGE}` })
+      Schema.between(1, Pages.MAX_PAGE, { message: () => `limit must be from 1 to ${Pages.MAX_PAGE}` })
     ),
     { exact: true }
   ),

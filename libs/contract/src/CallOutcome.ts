@@ -9,7 +9,8 @@
  * (Operation rules 7 and 8), so a refused outcome is answered 400 naming the
  * field before anything is stored.
  */
-import { Resources, Values } from "@crm-relay/contract"
+import * as Resources from "./Resources.js"
+import * as Values from "./Values.js"
 import { Schema } from "effect"
 
 const Optional = Resources.Optional

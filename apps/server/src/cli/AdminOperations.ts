@@ -9,11 +9,11 @@ import { Database, Migrations } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Option, Redacted, Ref, Schema } from "effect"
 import { AdminError, databaseFailure, refused, unknownAccount } from "./AdminError.js"
-import type { AccountDetail, AccountPage, KeyPage, SubscriptionPage } from "./api/ListingsApi.js"
-import { accountDetail, accountView, keyView, messages as listingMessages, subscriptionView } from "./api/ListingsApiLive.js"
-import * as DataAccess from "./cli/DataAccess.js"
-import { CreateAccountRequest } from "./InternalApi.js"
-import type { CliSettings } from "./Settings.js"
+import type { AccountDetail, AccountPage, KeyPage, SubscriptionPage } from "@crm-relay/contract/InternalApi/ListingsApi"
+import { accountDetail, accountView, keyView, messages as listingMessages, subscriptionView } from "../http/internal/ListingsApiLive.js"
+import * as DataAccess from "./DataAccess.js"
+import { CreateAccountRequest } from "@crm-relay/contract/InternalApi"
+import type { CliSettings } from "../config/Settings.js"
 
 /** A created key: shown once. */
 export interface CreatedKey {

@@ -19,10 +19,12 @@
  * (importing it here would be an import cycle).
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { CallOutcome, CrmPushJobs, CrmPushReceipts, Outcomes, Routing } from "@crm-relay/calls"
-import { Events } from "@crm-relay/contract"
+import * as CallOutcome from "../CallOutcome.js"
+import * as Calls from "../Calls.js"
+import * as Events from "../Events.js"
+import * as Values from "../Values.js"
 import { Schema, Struct } from "effect"
-import { ReplayAnswer } from "./Replay.js"
+import { ReplayAnswer } from "./ReplayAnswer.js"
 
 /** 409: the call already has a different outcome. */
 export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("OutcomeConflict", { error: Schema.String }) {
@@ -53,14 +55,14 @@ export const PushReplayParams = Schema.Struct({
  * is read, its stored steps.
  */
 export const PushJobView = Schema.Struct({
-  ...CrmPushJobs.PushJob.fields,
+  ...Calls.PushJob.fields,
   /** `stopped` (Conflict, Auth, Permanent, NotSupported, NotConfigured) or `dead_lettered` (retries ran out). */
   failure: Schema.NullOr(Schema.Literal("stopped", "dead_lettered")),
   next_attempt_at: Schema.String,
   created_at: Schema.String,
   updated_at: Schema.String,
   finished_at: Schema.NullOr(Schema.String),
-  receipts: Schema.optionalWith(Schema.Array(CrmPushReceipts.StoredStep), { exact: true })
+  receipts: Schema.optionalWith(Schema.Array(Calls.StoredStep), { exact: true })
 }).annotations({ identifier: "PushJobView" })
 export type PushJobView = typeof PushJobView.Type
 
@@ -72,14 +74,14 @@ export const outcomeAsStored = ["call_id", "account_id", "tenant_id", "classific
  * and route as stored; its event, times and push as the operator reads them.
  */
 export const OutcomeView = Schema.Struct({
-  ...Struct.pick(Outcomes.StoredOutcome.fields, ...outcomeAsStored),
+  ...Struct.pick(Calls.StoredOutcome.fields, ...outcomeAsStored),
   event: Schema.NullOr(Schema.Struct({
     kind: Schema.Literal("lead", "booking"),
     deliveries: Schema.Int,
     fanned_out_at: Schema.String
   })),
   received_at: Schema.String,
-  outcome: Schema.Unknown,
+  outcome: Values.Json,
   push: Schema.NullOr(PushJobView)
 }).annotations({ identifier: "OutcomeView" })
 export type OutcomeView = typeof OutcomeView.Type
@@ -104,7 +106,7 @@ export class OutcomesGroup extends HttpApiGroup.make("outcomes")
     HttpApiEndpoint.post("accept", "/v1/calls/:callId/outcome")
       .setPath(Schema.Struct({ callId: CallOutcome.CallId }))
       .setPayload(CallOutcome.CallOutcome)
-      .addSuccess(Outcomes.Accepted, { status: 202 })
+      .addSuccess(Calls.Accepted, { status: 202 })
       .addError(Events.BadRequest.wire)
       .addError(Events.NotFound.wire)
       .addError(OutcomeConflict.wire)
@@ -122,14 +124,14 @@ export class RoutingGroup extends HttpApiGroup.make("routing")
   .add(
     HttpApiEndpoint.get("get", "/v1/accounts/:id/routing")
       .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(Routing.RoutingRules)
+      .addSuccess(Calls.RoutingRules)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.put("set", "/v1/accounts/:id/routing")
       .setPath(Schema.Struct({ id: Schema.String }))
-      .setPayload(Routing.RoutingRulesPatch)
-      .addSuccess(Routing.RoutingRules)
+      .setPayload(Calls.RoutingRulesPatch)
+      .addSuccess(Calls.RoutingRules)
       .addError(Events.BadRequest.wire)
       .addError(Events.NotFound.wire)
   )

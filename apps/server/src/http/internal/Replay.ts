@@ -4,15 +4,9 @@
  * queued again, or it was still waiting or running and is left as it is.
  */
 import type { JobQueue } from "@crm-relay/store"
-import { Effect, Schema } from "effect"
+import type { ReplayAnswer } from "@crm-relay/contract/InternalApi/ReplayAnswer"
+import { Effect } from "effect"
 
-/** POST /v1/crm-pushes/{id}/replay and POST /v1/deliveries/{id}/replay answer. */
-export const ReplayAnswer = Schema.Struct({
-  id: Schema.String,
-  /** `queued`: pending again, due now; `already_pending`: it was waiting or running, left as it is. */
-  outcome: Schema.Literal("queued", "already_pending")
-}).annotations({ identifier: "ReplayAnswer" })
-export type ReplayAnswer = typeof ReplayAnswer.Type
 
 /** A replay of a row that exists. */
 export type Replayed = ReplayAnswer["outcome"]

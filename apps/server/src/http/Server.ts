@@ -9,19 +9,20 @@ import { Accounts, EventApiLive, IntegrationKeys, Preview, RateLimiter, Subscrip
 import { Database, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Effect, Layer, Option, type Redacted } from "effect"
 import { type Address, AdminAddress, PublicAddress } from "./Addresses.js"
-import * as AdminToken from "./AdminToken.js"
-import * as BridgeLayers from "./BridgeLayers.js"
-import * as CallPipeline from "./CallPipeline.js"
-import * as ConnectionsLayers from "./ConnectionsLayers.js"
-import * as DeliveryWorker from "./DeliveryWorker.js"
-import * as InternalApiLive from "./InternalApiLive.js"
-import * as MasterKey from "./MasterKey.js"
-import * as Metrics from "./Metrics.js"
-import { serveApi } from "./internal/serveApi.js"
-import * as ServerFile from "./ServerFile.js"
-import * as TraceSampling from "./TraceSampling.js"
-import type { Role, Settings } from "./Settings.js"
-import * as Workers from "./Workers.js"
+import * as AdminToken from "../config/AdminToken.js"
+import * as BridgeLayers from "../workers/BridgeLayers.js"
+import * as CallPipeline from "../workers/CallPipeline.js"
+import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
+import * as DeliveryWorker from "../workers/DeliveryWorker.js"
+import * as InternalApiLive from "./internal/InternalApiLive.js"
+import * as MasterKey from "../config/MasterKey.js"
+import * as Metrics from "../observability/Metrics.js"
+import * as Reference from "./internal/Reference.js"
+import { serveApi } from "./serveApi.js"
+import * as ServerFile from "../config/ServerFile.js"
+import * as TraceSampling from "../observability/TraceSampling.js"
+import type { Role, Settings } from "../config/Settings.js"
+import * as Workers from "../workers/Workers.js"
 
 /** Where this server listens: the public API only when its role serves it. */
 export class Listening extends Context.Tag("@crm-relay/server/Listening")<
@@ -85,7 +86,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     port: options.adminPort,
     messages: { notFound: InternalApiLive.messages.notFound },
     observe: { api: "internal", actor: "admin_token" },
-    routes: Metrics.route(options.adminToken),
+    routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
     tag: AdminAddress
   })
   const publicApi = Workers.servesPublicApi(options.role)

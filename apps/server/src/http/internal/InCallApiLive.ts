@@ -4,7 +4,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { InCall } from "@crm-relay/calls"
 import { Effect } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 
 /** The handlers of the in-call group. */
 export const layer = HttpApiBuilder.group(InternalApi, "inCall", (handlers) =>

@@ -18,7 +18,8 @@
  * The groups get the admin-token middleware where InternalApi adds them.
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { Events, Operations } from "@crm-relay/contract"
+import * as Events from "../Events.js"
+import * as Operations from "../Operations.js"
 import { Schema } from "effect"
 
 /** The connection form's credential: an API key, or OAuth 2.0 client credentials. */

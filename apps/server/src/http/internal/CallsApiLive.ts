@@ -6,9 +6,9 @@ import { CrmPushJobs, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Accounts } from "@crm-relay/events"
 import { Effect, Layer, Option, Schema, Struct } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import * as Replay from "./Replay.js"
-import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "./CallsApi.js"
+import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "@crm-relay/contract/InternalApi/CallsApi"
 
 /** Sentences of the post-call errors. */
 export const messages = {

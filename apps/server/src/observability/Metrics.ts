@@ -14,8 +14,8 @@ import * as EventApiLive from "@crm-relay/events/EventApiLive"
 import * as JobQueue from "@crm-relay/store/JobQueue"
 import { Effect, Metric, type Redacted } from "effect"
 import { type EventLoopUtilization, monitorEventLoopDelay, performance } from "node:perf_hooks"
-import * as InternalApiLive from "./InternalApiLive.js"
-import { CONTENT_TYPE, serialize } from "./internal/prometheus.js"
+import * as InternalApiLive from "../http/internal/InternalApiLive.js"
+import { CONTENT_TYPE, serialize } from "./prometheus.js"
 
 /** The job queues' tables: the `queue` label, as on `crm_relay_jobs_total`. */
 const queues = ["crm_push_jobs", "deliveries"] as const

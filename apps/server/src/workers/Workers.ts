@@ -4,7 +4,7 @@
  * lifetime of the server; the call pipeline registers them here.
  */
 import { Clock, Effect, Layer } from "effect"
-import type { Role } from "./Settings.js"
+import type { Role } from "../config/Settings.js"
 
 /** A named worker loop. */
 export interface Worker<R = never> {

@@ -8,8 +8,8 @@ import { Events } from "@crm-relay/contract"
 import { SigningSecrets } from "@crm-relay/events"
 import { Vault } from "@crm-relay/store"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { InternalApi, unknownAccount } from "../InternalApi.js"
-import { CheckRefused, ConnectionNotAllowed, type ConnectionRequest, type ConnectionView, InvalidSettings, RotationRefused } from "./ConnectionsApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
+import { CheckRefused, ConnectionNotAllowed, type ConnectionRequest, type ConnectionView, InvalidSettings, RotationRefused } from "@crm-relay/contract/InternalApi/ConnectionsApi"
 
 /** Sentences of these groups' errors. */
 export const messages = {

@@ -9,7 +9,7 @@
  * through the egress policy that guards customer-controlled addresses.
  */
 import { Effect, Layer, Option } from "effect"
-import type * as Settings from "./Settings.js"
+import type * as Settings from "../config/Settings.js"
 
 /** Where and how traces are exported. */
 export interface Options {

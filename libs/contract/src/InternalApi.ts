@@ -7,17 +7,25 @@
  * Error-object middleware answers by their declared status.
  *
  * The call pipeline's groups (outcomes, routing, pushes, connections,
- * signing secret, master key, in-call, deliveries) are defined in `api/`.
+ * signing secret, master key, in-call, deliveries) are defined in `InternalApi/`.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity } from "@effect/platform"
-import { Events } from "@crm-relay/contract"
-import { Accounts, IntegrationKeys } from "@crm-relay/events"
+import {
+  HttpApi,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity,
+  OpenApi
+} from "@effect/platform"
+import * as Accounts from "./Accounts.js"
+import * as Events from "./Events.js"
 import { Schema } from "effect"
-import * as CallsApi from "./api/CallsApi.js"
-import * as ConnectionsApi from "./api/ConnectionsApi.js"
-import * as DeliveriesApi from "./api/DeliveriesApi.js"
-import * as InCallApi from "./api/InCallApi.js"
-import * as ListingsApi from "./api/ListingsApi.js"
+import * as CallsApi from "./InternalApi/CallsApi.js"
+import * as ConnectionsApi from "./InternalApi/ConnectionsApi.js"
+import * as DeliveriesApi from "./InternalApi/DeliveriesApi.js"
+import * as InCallApi from "./InternalApi/InCallApi.js"
+import * as ListingsApi from "./InternalApi/ListingsApi.js"
 
 /** Bearer `ADMIN_TOKEN`. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/server/AdminAuth", {
@@ -41,7 +49,7 @@ export const CreateAccountRequest = Schema.Struct({
 
 /** POST /v1/accounts/{id}/keys answer: the only time the key is shown. */
 export const CreatedKey = Schema.Struct({
-  id: IntegrationKeys.IntegrationKeyId,
+  id: Accounts.IntegrationKeyId,
   key: Schema.String
 }).annotations({ identifier: "CreatedKey" })
 
@@ -110,4 +118,13 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ListingsApi.AccountListingGroup.middleware(AdminAuth))
   .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
   .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
+  .annotate(OpenApi.Title, "crm-relay internal API")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(
+    OpenApi.Description,
+    "The operator's and the call-handling service's API (ADMIN_HOST:ADMIN_PORT, never public): accounts, " +
+      "integration keys, call outcomes, routing rules, CRM push jobs, bridge connections, in-call operations, " +
+      "webhook deliveries and the listings. Everything except /healthz and /readyz needs " +
+      "`Authorization: Bearer <ADMIN_TOKEN>`. Errors are the Error object `{\"error\": \"One sentence.\"}`."
+  )
 {}
