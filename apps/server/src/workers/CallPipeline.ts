@@ -8,7 +8,7 @@ import { Connections, CrmPushJobs, CrmPushReceipts, CrmPushWorker, Outcomes, Rou
 import { Fanout } from "@crm-relay/events"
 import type { Notifier } from "@crm-relay/store"
 import { Duration, Effect, Layer, Option } from "effect"
-import { pushMaxPerBridge } from "./Settings.js"
+import { pushMaxPerBridge } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
 /** Outcomes, routing, push jobs and receipts, and the fan-out. */

@@ -10,7 +10,7 @@ import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
 import type { Notifier } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
-import { deliveryMaxPerOrigin } from "./Settings.js"
+import { deliveryMaxPerOrigin } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
 /** The webhook delivery worker. */
