@@ -16,6 +16,8 @@ describe("Settings", () => {
       "DATA_DIR",
       "MASTER_KEY",
       "MASTER_KEY_PREVIOUS",
+      "DELIVERY_MAX_PER_ORIGIN",
+      "CRM_PUSH_MAX_PER_BRIDGE",
       "ROLE",
       "LOG_LEVEL",
       "EGRESS_ALLOW_PRIVATE",
@@ -69,10 +71,15 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "33" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }
       expect((yield* Settings.Settings.pipe(withEnv({ ROLE: "worker", PORT: "0" }))).role).toBe("worker")
+      // Fair shares: unset means the worker's default (a quarter of its slots).
+      expect((yield* Settings.Settings.pipe(withEnv({ DELIVERY_MAX_PER_ORIGIN: "4" }))).fairShares).toEqual({
+        deliveryMaxPerOrigin: Option.some(4),
+        pushMaxPerBridge: Option.none()
+      })
     }))
 })
