@@ -1,5 +1,5 @@
 /**
- * The demo's webhook receiver: HTTPS on 127.0.0.1, verifying every
+ * A webhook receiver (the demo's and the Zapier app's tests): HTTPS on 127.0.0.1, verifying every
  * delivery's Standard Webhooks signature with the account's signing secret
  * before answering 200 (401 otherwise), as a real receiver should.
  */

@@ -1,5 +1,5 @@
 /**
- * `crm-relay serve` as the demo's child process: the workspace's own bin, on
+ * `crm-relay serve` as a child process (the demo and the Zapier app's tests): the workspace's own bin, on
  * an embedded database in `dataDir`, public and internal ports chosen free
  * (port 0, read back from DATA_DIR/server.json). Stopped with SIGTERM (then
  * SIGKILL after 20 s) when the scope closes, whatever ended it.
@@ -12,7 +12,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
 // The bin npm links for the workspace (`npx crm-relay`), however it starts the server.
-const BIN = fileURLToPath(new URL("../../node_modules/.bin/crm-relay", import.meta.url))
+const BIN = fileURLToPath(new URL("../../../node_modules/.bin/crm-relay", import.meta.url))
 
 const decodeServerFile = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ adminUrl: Schema.String, publicUrl: Schema.String })))
 
