@@ -31,8 +31,9 @@
  * - On a fair table (`Fairness`: a key column, e.g. the receiver origin,
  *   and a group column, e.g. the account) a runner holds at most
  *   `maxPerKey` jobs of one key (default a quarter of its slots), and a
- *   claim takes the oldest due rows of keys with room, the groups taking
- *   turns; a full key's backlog is skipped by the claim, so a silent target
+ *   claim takes the oldest due rows of each key with room (walking the keys
+ *   over a `(key, next_attempt_at)` index of the pending rows, so a full
+ *   key's backlog costs nothing), the groups taking turns: a silent target
  *   only slows its own jobs. The bound is per runner, held in memory: a
  *   killed runner's slots come back with its leases.
  * - Finishing (complete, retry at a time, dead-letter, end) is guarded by the
@@ -334,30 +335,38 @@ export const make = <A>(
         WHERE ${t}.id = due.due_id
         RETURNING ${t}.id, ${t}.attempts, ${returning}`
 
-    // Fair: among the first due rows of keys with room (a window of the due index, so the cost does
-    // not grow with finished rows nor with a full key's backlog behind it), at most the room of each
-    // key, the groups taking turns; then lock what was chosen (SKIP LOCKED re-checks the row is still
-    // due, so two claimers never take the same row).
+    // The keys that have pending rows: a walk over the (key, next_attempt_at) index, one probe per
+    // key, so its cost does not grow with a key's backlog nor with finished rows.
+    const pendingKeys = (keyColumn: Statement.Identifier) =>
+      sql`pending_keys AS (
+          (SELECT ${keyColumn} AS key FROM ${t} WHERE status = 'pending' ORDER BY ${keyColumn} LIMIT 1)
+          UNION ALL
+          SELECT (SELECT ${t}.${keyColumn} FROM ${t} WHERE ${t}.status = 'pending' AND ${t}.${keyColumn} > pending_keys.key
+            ORDER BY ${t}.${keyColumn} LIMIT 1)
+          FROM pending_keys WHERE pending_keys.key IS NOT NULL
+        )`
+
+    // Fair: the oldest due rows of each key, up to its room, the groups taking turns; then lock what was
+    // chosen (SKIP LOCKED re-checks that the row is still due, so two claimers never take the same row).
     const claimFairly = (limit: number, at: Date, until: Date, shares: ClaimShares, keyColumn: Statement.Identifier, group: Statement.Identifier) => {
       const room: Record<string, number> = {}
       for (const [key, running] of shares.running) room[key] = shares.maxPerKey - running
-      const window = Math.min(Math.max(limit * 8, 64), 2_000)
       return sql<Record<string, unknown>>`
-        WITH room AS (
+        WITH RECURSIVE room AS (
           SELECT key, value::int AS room FROM jsonb_each_text(${JSON.stringify(room)}::jsonb)
-        ), candidates AS (
-          SELECT id, ${keyColumn} AS job_key, ${group} AS job_group, next_attempt_at FROM ${t}
-          WHERE ${due(at)} AND ${keyColumn} NOT IN (SELECT key FROM room WHERE room <= 0)
-          ORDER BY next_attempt_at
-          LIMIT ${window}
-        ), within AS (
-          SELECT c.id, c.job_group, c.next_attempt_at,
-            row_number() OVER (PARTITION BY c.job_key ORDER BY c.next_attempt_at, c.id) AS nth,
-            COALESCE(room.room, ${shares.maxPerKey}) AS room
-          FROM candidates AS c LEFT JOIN room ON room.key = c.job_key
+        ), ${pendingKeys(keyColumn)}, candidates AS (
+          SELECT c.id, c.job_group, c.next_attempt_at
+          FROM pending_keys AS k LEFT JOIN room ON room.key = k.key
+          CROSS JOIN LATERAL (
+            SELECT id, ${group} AS job_group, next_attempt_at FROM ${t}
+            WHERE ${t}.${keyColumn} = k.key AND ${due(at)}
+            ORDER BY next_attempt_at
+            LIMIT GREATEST(LEAST(COALESCE(room.room, ${shares.maxPerKey}), ${limit}), 0)
+          ) AS c
+          WHERE k.key IS NOT NULL
         ), turns AS (
           SELECT id, next_attempt_at, row_number() OVER (PARTITION BY job_group ORDER BY next_attempt_at, id) AS turn
-          FROM within WHERE nth <= room
+          FROM candidates
         ), chosen AS (
           SELECT id FROM ${t} WHERE id IN (SELECT id FROM turns ORDER BY turn, next_attempt_at LIMIT ${limit}) AND ${due(at)}
           FOR UPDATE SKIP LOCKED
@@ -480,15 +489,24 @@ export const make = <A>(
           )
 
     // Unleased rows wait for next_attempt_at; leased ones (running somewhere) for their lease's end.
-    // Unleased rows of keys that have no room are left out: they are claimed when one of their jobs ends.
+    // Unleased rows of keys that have no room are left out: they are claimed when one of their jobs
+    // ends. Per key (the index walk), so a full key's backlog is not read.
     const nextDue = (busyKeys: ReadonlyArray<string> = []) => {
-      const open = keyColumn === undefined || busyKeys.length === 0
-        ? sql``
-        : sql`AND ${keyColumn} NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(busyKeys)}::jsonb))`
-      return sql<{ at: Date | null }>`SELECT LEAST(
-          (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL ${open}),
-          (SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)
-        ) AS at`.pipe(
+      const leased = sql`(SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)`
+      const statement = keyColumn === undefined || busyKeys.length === 0
+        ? sql<{ at: Date | null }>`SELECT LEAST(
+            (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL), ${leased}
+          ) AS at`
+        : sql<{ at: Date | null }>`WITH RECURSIVE ${pendingKeys(keyColumn)}
+          SELECT LEAST((
+            SELECT min(first.at) FROM pending_keys AS k CROSS JOIN LATERAL (
+              SELECT next_attempt_at AS at FROM ${t}
+              WHERE ${t}.${keyColumn} = k.key AND status = 'pending' AND lease_expires_at IS NULL
+              ORDER BY next_attempt_at LIMIT 1
+            ) AS first
+            WHERE k.key IS NOT NULL AND k.key NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(busyKeys)}::jsonb))
+          ), ${leased}) AS at`
+      return statement.pipe(
         Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null)),
         Effect.orDie
       )

@@ -281,12 +281,12 @@ layer(TestDatabase.layer)("JobQueue on the TestClock", (it) => {
         for (const job of claimed) running.set(job.key!, (running.get(job.key!) ?? 0) + 1)
         return claimed.map((job) => job.data.account).sort().join("")
       }
-      // The silent key only up to its room, however many of its jobs are due.
-      expect(count(yield* queue.claim(4, LEASE, shares))).toBe("AAA")
-      // A is full: the next claim looks past its 297 due jobs, and the accounts take turns (B, C, then B's
-      // second, older than C's second); in due order it would have been B, B, B.
-      expect(count(yield* queue.claim(3, LEASE, shares))).toBe("BBC")
-      expect(count(yield* queue.claim(10, LEASE, shares))).toBe("BCC")
+      // The accounts take turns (A, B, C, then A's second, the oldest), the silent key only up to its room.
+      expect(count(yield* queue.claim(4, LEASE, shares))).toBe("AABC")
+      // In due order it would be A, B, B (B is older than C).
+      expect(count(yield* queue.claim(3, LEASE, shares))).toBe("ABC")
+      // A is full: the claim looks past its 297 due jobs.
+      expect(count(yield* queue.claim(10, LEASE, shares))).toBe("BC")
       expect(count(yield* queue.claim(10, LEASE, shares))).toBe("")
       expect(running).toEqual(new Map([["https://silent.example", 3], ["https://b.example", 3], ["https://c.example", 3]]))
       // The next due time leaves out the unleased rows of full keys: the runner waits for a job to end
