@@ -71,7 +71,7 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "33" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "129" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }

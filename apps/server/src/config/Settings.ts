@@ -63,8 +63,8 @@ export const table: ReadonlyArray<Setting> = [
   },
   {
     name: "DELIVERY_MAX_PER_ORIGIN",
-    default: "8 (a quarter of the 32 delivery slots)",
-    description: "Most webhook deliveries to one receiver origin (scheme, host, port) a replica runs at once, so a silent or slow receiver only slows its own deliveries; 1 to 32.",
+    default: "32 (a quarter of the 128 delivery slots)",
+    description: "Most webhook deliveries to one receiver origin (scheme, host, port) a replica runs at once, so a silent or slow receiver only slows its own deliveries; 1 to 128.",
     secret: false
   },
   {
@@ -209,7 +209,7 @@ const slotsSetting = (name: string, most: number) =>
   )).pipe(Config.withDescription(describe(name)))
 
 /** Most deliveries to one receiver origin at once per replica (none: the worker's default, a quarter). */
-export const deliveryMaxPerOrigin = slotsSetting("DELIVERY_MAX_PER_ORIGIN", 32)
+export const deliveryMaxPerOrigin = slotsSetting("DELIVERY_MAX_PER_ORIGIN", 128)
 
 /** Most push jobs to one account's bridge at once per replica (none: the worker's default, a quarter). */
 export const pushMaxPerBridge = slotsSetting("CRM_PUSH_MAX_PER_BRIDGE", 10)

@@ -1,6 +1,6 @@
 /**
- * The webhook delivery worker as the server runs it (ROLE all|worker): 32
- * deliveries at once per replica, at most DELIVERY_MAX_PER_ORIGIN (8) of
+ * The webhook delivery worker as the server runs it (ROLE all|worker): 128
+ * deliveries at once per replica, at most DELIVERY_MAX_PER_ORIGIN (32) of
  * them to one receiver origin, 30 s leases kept by a heartbeat, woken by
  * the fan-out's NOTIFY; on the embedded database the leases of a crashed
  * previous run are taken back at start.
