@@ -26,6 +26,7 @@ import * as ConnectionsApi from "./InternalApi/ConnectionsApi.js"
 import * as DeliveriesApi from "./InternalApi/DeliveriesApi.js"
 import * as InCallApi from "./InternalApi/InCallApi.js"
 import * as ListingsApi from "./InternalApi/ListingsApi.js"
+import { PortalSessionsGroup } from "./InternalApi/PortalSessionsApi.js"
 
 /** Bearer `ADMIN_TOKEN`. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/server/AdminAuth", {
@@ -118,6 +119,7 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ListingsApi.AccountListingGroup.middleware(AdminAuth))
   .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
   .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
+  .add(PortalSessionsGroup.middleware(AdminAuth))
   .annotate(OpenApi.Title, "crm-relay internal API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

@@ -1,20 +1,26 @@
 /**
  * `crm-relay serve`: the database (migrated before anything listens), the
  * Event API services, the internal API on ADMIN_HOST:ADMIN_PORT, the public
- * Event API on PORT (ROLE all|api) and the worker fibers (ROLE all|worker).
+ * Event API on PORT and the Integrations area on PORTAL_HOST:PORTAL_PORT
+ * (ROLE all|api), and the worker fibers (ROLE all|worker).
  * Released in reverse: workers stop, the APIs drain in-flight requests, then
  * the database closes.
  */
 import { Accounts, EventApiLive, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
 import { Database, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Effect, Layer, Option, type Redacted } from "effect"
-import { type Address, AdminAddress, PublicAddress } from "./Addresses.js"
+import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
 import * as AdminToken from "../config/AdminToken.js"
 import * as BridgeLayers from "../workers/BridgeLayers.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
 import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
+import * as InCallApiLive from "./internal/InCallApiLive.js"
 import * as InternalApiLive from "./internal/InternalApiLive.js"
+import * as PortalApiLive from "./portal/PortalApiLive.js"
+import * as PortalLinks from "./portal/PortalLinks.js"
+import { PortalSessions } from "./portal/PortalSessions.js"
+import * as PortalSite from "./portal/PortalSite.js"
 import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
 import * as Reference from "./internal/Reference.js"
@@ -27,7 +33,7 @@ import * as Workers from "../workers/Workers.js"
 /** Where this server listens: the public API only when its role serves it. */
 export class Listening extends Context.Tag("@crm-relay/server/Listening")<
   Listening,
-  { readonly publicApi: Option.Option<Address>; readonly internalApi: Address }
+  { readonly publicApi: Option.Option<Address>; readonly internalApi: Address; readonly portal: Option.Option<Address> }
 >() {}
 
 /** The Event API's services over a `SqlClient`. */
@@ -54,6 +60,15 @@ export interface ServeOptions {
   readonly bridge?: Layer.Layer<BridgeLayers.Services, ConfigError.ConfigError> | undefined
   /** The master keys of the Vault; when not given, one random key shared by this process's servers (tests). */
   readonly masterKeys?: Vault.MasterKeys | undefined
+  /** The Integrations area's listener (ROLE all|api); none when not given (tests of other parts). */
+  readonly portal?: {
+    readonly host: string
+    readonly port: number
+    /** PORTAL_PUBLIC_URL: where links point; https makes the cookie Secure. */
+    readonly publicUrl: Option.Option<string>
+    /** Where the built page is; found beside the build or in the repository when not given. */
+    readonly assetsDir?: Option.Option<string> | undefined
+  } | undefined
 }
 
 /** The services the public Event API's handlers use. */
@@ -84,7 +99,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     api: InternalApiLive.layer(options.adminToken),
     host: options.adminHost,
     port: options.adminPort,
-    messages: { notFound: InternalApiLive.messages.notFound },
+    messages: { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput },
     observe: { api: "internal", actor: "admin_token" },
     routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
     tag: AdminAddress
@@ -99,18 +114,41 @@ export const layerWithDatabase = (options: ServeOptions) => {
       tag: PublicAddress
     }))
     : Layer.empty
+  const portalOptions = options.portal
+  const portal = portalOptions !== undefined && Workers.servesPublicApi(options.role)
+    ? serveApi({
+      api: PortalApiLive.layer,
+      host: portalOptions.host,
+      port: portalOptions.port,
+      messages: { notFound: PortalApiLive.messages.notFound },
+      observe: { api: "portal", actor: "anonymous" },
+      routes: PortalSite.routes({
+        assetsDir: portalOptions.assetsDir ?? PortalSite.findAssets(),
+        secureCookie: Option.exists(portalOptions.publicUrl, (url) => url.startsWith("https://"))
+      }).pipe(Layer.provide(PortalSessions.Default)),
+      wrap: PortalSite.withSecurityHeaders,
+      tag: PortalAddress
+    })
+    : Layer.empty
+  // Links point at PORTAL_PUBLIC_URL, or at the listener once it is up.
+  const portalAndLinks = PortalLinks.layer(Option.flatMap(Option.fromNullable(portalOptions), (p) => p.publicUrl)).pipe(
+    Layer.provideMerge(portal)
+  )
 
   const listening = Layer.scoped(
     Listening,
     Effect.gen(function*() {
       const internal = yield* AdminAddress
       const pub = yield* Effect.serviceOption(PublicAddress)
+      const portalAddress = yield* Effect.serviceOption(PortalAddress)
+      const links = yield* PortalLinks.PortalLinks
       const database = yield* Database.DatabaseInfo
       if (Option.isSome(options.dataDir)) {
         yield* ServerFile.publish(options.dataDir.value, {
           pid: process.pid,
           adminUrl: internal.url,
           publicUrl: Option.getOrElse(Option.map(pub, (a) => a.url), () => ""),
+          ...Option.match(links.baseUrl, { onNone: () => ({}), onSome: (portalUrl) => ({ portalUrl }) }),
           startedAt: new Date().toISOString()
         })
       }
@@ -120,16 +158,18 @@ export const layerWithDatabase = (options: ServeOptions) => {
           database: database.kind,
           database_location: database.location,
           public_api: Option.getOrElse(Option.map(pub, (a) => a.url), () => "off"),
+          portal: Option.getOrElse(Option.map(portalAddress, (a) => a.url), () => "off"),
           internal_api: internal.url
         })
       )
       yield* Effect.addFinalizer(() => Effect.logInfo("crm-relay is stopping: draining requests"))
-      return { publicApi: pub, internalApi: internal }
+      return { publicApi: pub, internalApi: internal, portal: portalAddress }
     })
   )
 
   return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, [CallPipeline.pushWorker, DeliveryWorker.deliveryWorker])).pipe(
     Layer.provide(Layer.merge(internalApi, publicApi)),
+    Layer.provideMerge(portalAndLinks),
     Layer.provideMerge(CallPipeline.ServicesLive),
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
@@ -148,6 +188,7 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         adminHost: settings.adminHost,
         adminPort: settings.adminPort,
         adminToken,
+        portal: settings.portal,
         dataDir: Option.some(settings.dataDir),
         masterKeys
       }).pipe(

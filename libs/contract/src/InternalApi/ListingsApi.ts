@@ -71,7 +71,8 @@ export const SubscriptionView = Schema.Struct({
   event: Schema.String,
   /** The receiver URL; a query string is shown as `?…`. */
   target: Schema.String,
-  created_by_key_id: Schema.String,
+  /** Null for a hook added by hand in the Integrations area. */
+  created_by_key_id: Schema.NullOr(Schema.String),
   created_at: Schema.String
 }).annotations({ identifier: "SubscriptionView" })
 export type SubscriptionView = typeof SubscriptionView.Type
