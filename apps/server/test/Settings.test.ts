@@ -21,6 +21,8 @@ describe("Settings", () => {
       "DATA_DIR",
       "MASTER_KEY",
       "MASTER_KEY_PREVIOUS",
+      "DELIVERY_MAX_PER_ORIGIN",
+      "CRM_PUSH_MAX_PER_BRIDGE",
       "ROLE",
       "LOG_LEVEL",
       "EGRESS_ALLOW_PRIVATE",
@@ -90,11 +92,16 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { PUBLIC_HEAD_TIMEOUT_MS: "0" }, { PUBLIC_KEEP_ALIVE_TIMEOUT_MS: "0" }, { PUBLIC_REQUEST_TIMEOUT_MS: "-1" }, { PUBLIC_MAX_CONNECTIONS: "0" }, { FAILED_KEY_LIMIT: "0" }, { TRUSTED_PROXIES: "proxy.internal" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { PUBLIC_HEAD_TIMEOUT_MS: "0" }, { PUBLIC_KEEP_ALIVE_TIMEOUT_MS: "0" }, { PUBLIC_REQUEST_TIMEOUT_MS: "-1" }, { PUBLIC_MAX_CONNECTIONS: "0" }, { FAILED_KEY_LIMIT: "0" }, { TRUSTED_PROXIES: "proxy.internal" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "129" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }
       expect((yield* Settings.Settings.pipe(withEnv({ ROLE: "worker", PORT: "0" }))).role).toBe("worker")
+      // Fair shares: unset means the worker's default (a quarter of its slots).
+      expect((yield* Settings.Settings.pipe(withEnv({ DELIVERY_MAX_PER_ORIGIN: "4" }))).fairShares).toEqual({
+        deliveryMaxPerOrigin: Option.some(4),
+        pushMaxPerBridge: Option.none()
+      })
     }))
 
   it.effect("the public port's limits: defaults, and a request deadline shorter than the head's is refused with a message saying so", () =>

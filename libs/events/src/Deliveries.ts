@@ -42,6 +42,9 @@ export const table = JobQueue.table({
   channel: DELIVERIES_CHANNEL,
   row: DeliveryJob,
   traced: true,
+  // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
+  fairness: { key: "target_origin", group: "account_id" },
+  log: "delivery_attempts",
   select: `account_id, target_url, payload::text AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed`
 })
@@ -120,6 +123,12 @@ export const attemptStatement = (sql: SqlClient.SqlClient, record: AttemptRecord
     VALUES (${record.delivery_id}, ${record.attempt}, ${record.started_at}, ${record.status_code},
       ${record.duration_ms}, ${record.error_class}, ${error}, ${record.result})`
 }
+
+/** `record` as a row of `delivery_attempts`, for `JobQueue` to insert with the outcome (`FinishExtras.log`). */
+export const attemptRow = (record: AttemptRecord): Readonly<Record<string, unknown>> => ({
+  ...record,
+  error: record.error === null ? null : record.error.slice(0, MAX_ATTEMPT_ERROR)
+})
 
 /** Logs `record` on its own (tests, tools); the worker logs attempts with `attemptStatement`. */
 export const recordAttempt = (record: AttemptRecord): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>

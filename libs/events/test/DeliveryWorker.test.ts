@@ -377,6 +377,31 @@ layer(quiet, { excludeTestServices: true })("Webhook delivery on the real clock"
         WHERE account_id = ${account.id} GROUP BY status`
       expect(statuses).toEqual([{ status: "delivered", n: 150 }])
     }))
+
+  it.effect("Fair queues: \"One receiver origin may hold at most a bounded share of a worker's slots — default a quarter of the concurrency\" — behind 40 queued events of a receiver that never answers, another account's events are delivered at once; the silent origin holds 2 of 8 slots", () =>
+    Effect.gen(function*() {
+      const { main, second } = yield* Harness.Receivers
+      // Accepts the request and never answers (within the test).
+      main.script("/silent", [{ status: 200, delayMs: 600_000 }])
+      const silent = yield* Harness.account("Silent")
+      yield* silent.subscribe(main.url("/silent", "receiver.localhost"))
+      const healthy = yield* Harness.account("Healthy")
+      yield* healthy.subscribe(second.url("/healthy", "second.localhost"))
+      for (let i = 0; i < 40; i++) yield* Harness.lead(silent.id)
+      yield* Harness.withWorker(Effect.gen(function*() {
+        yield* Harness.eventually(Effect.sync(() => main.received("/silent").length >= 2))
+        const ids: Array<string> = []
+        for (let i = 0; i < 5; i++) ids.push(...(yield* Harness.lead(healthy.id)))
+        yield* Harness.eventually(Effect.sync(() => second.received("/healthy").length >= ids.length), Duration.minutes(2))
+        expect(new Set(second.received("/healthy").map((r) => r.headers["webhook-id"]))).toEqual(new Set(ids))
+        // Still only the quarter of the slots: the other 38 wait for the silent receiver's own slots.
+        expect(main.received("/silent")).toHaveLength(2)
+        const sql = yield* SqlClient.SqlClient
+        const leased = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries
+          WHERE account_id = ${silent.id} AND lease_owner IS NOT NULL`
+        expect(leased[0]!.n).toBe(2)
+      }), { concurrency: 8, pollInterval: Duration.millis(200) })
+    }))
 })
 
 // The egress deadline of the contract (10 s): these answers must be judged on what they say, not on a busy machine's speed.

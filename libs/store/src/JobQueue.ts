@@ -28,11 +28,21 @@
  *   of all its jobs. A runner that dies (SIGKILL, lost host) stops the
  *   heartbeat; its leases expire and another runner claims the rows again:
  *   nothing is lost, and the job runs again (handlers must be idempotent).
- * - Finishing (complete, retry at a time, dead-letter) is guarded by the
+ * - On a fair table (`Fairness`: a key column, e.g. the receiver origin,
+ *   and a group column, e.g. the account) a runner holds at most
+ *   `maxPerKey` jobs of one key (default a quarter of its slots), and a
+ *   claim takes the oldest due rows of each key with room (walking the keys
+ *   over a `(key, next_attempt_at)` index of the pending rows, so a full
+ *   key's backlog costs nothing), the groups taking turns: a silent target
+ *   only slows its own jobs. The bound is per runner, held in memory: a
+ *   killed runner's slots come back with its leases.
+ * - Finishing (complete, retry at a time, dead-letter, end) is guarded by the
  *   lease owner, so a runner that lost its lease can never overwrite the
- *   work of the runner that took the row over. It is one statement (with
- *   optional extra columns and one data-modifying statement alongside, e.g.
- *   an attempt log), or a transaction when the handler needs more.
+ *   work of the runner that took the row over. A runner stores the results
+ *   that are waiting together, in one statement for all of them (their
+ *   extra columns and attempt log rows included); a result with a statement
+ *   alongside is one statement of its own, or a transaction when the handler
+ *   needs more.
  * - On embedded PGlite the database is this process's alone, so at start a
  *   runner takes back leases of other (dead) processes at once.
  * - Runners wake on LISTEN/NOTIFY (`wake`, sent by whoever inserts jobs), on
@@ -54,6 +64,7 @@ import {
   Cause,
   Clock,
   Data,
+  Deferred,
   Duration,
   Effect,
   FiberMap,
@@ -85,6 +96,23 @@ export interface JobTable<A> {
   readonly decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>
   /** The table has a `traceparent` column: a job runs in the trace that queued it. */
   readonly traced: boolean
+  /** Fair claims (see `Fairness`), when the table has the columns. */
+  readonly fairness: Fairness | undefined
+  /** The table a finished attempt's `log` row goes to (in the finishing statement), if any. */
+  readonly log: string | undefined
+}
+
+/**
+ * Columns that make claims fair: `key` names the target a job occupies while
+ * it runs (a receiver origin, a tenant's bridge) and `group` whose work it is
+ * (an account). A runner holds at most `maxPerKey` jobs of one key at once,
+ * and takes due work round-robin across groups (the first due job of every
+ * group before the second of any), so a silent target only slows its own
+ * jobs. Both are developer-written column names, never input.
+ */
+export interface Fairness {
+  readonly key: string
+  readonly group: string
 }
 
 /** Declares a queue table; `row` names (and decodes) the columns a claim returns with each job. */
@@ -103,6 +131,10 @@ export const table = <A, I>(options: {
   readonly select?: string
   /** The table has a `traceparent` column (TraceContext) the runner continues. Default false. */
   readonly traced?: boolean
+  /** Fair claims over these columns (see `Fairness`). Default none: due order only. */
+  readonly fairness?: Fairness
+  /** The attempt log table of `FinishExtras.log` rows. */
+  readonly log?: string
 }): JobTable<A> => {
   const names = Object.keys(options.row.fields)
   return {
@@ -111,7 +143,9 @@ export const table = <A, I>(options: {
     channel: options.channel ?? `jobs:${options.table}`,
     select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
     decode: Schema.decodeUnknown(options.row),
-    traced: options.traced ?? false
+    traced: options.traced ?? false,
+    fairness: options.fairness,
+    log: options.log
   }
 }
 
@@ -123,6 +157,8 @@ export interface Job<A> {
   readonly data: A
   /** The stored trace context of a traced table's row, if any. */
   readonly traceparent?: string | undefined
+  /** The fairness key of a fair table's row (see `Fairness`). */
+  readonly key?: string | undefined
 }
 
 /** What else to write with a job's state change, in the same SQL statement. */
@@ -136,6 +172,13 @@ export interface FinishExtras {
    * lost (e.g. an attempt log that should record what happened anyway).
    */
   readonly alongside?: Statement.Fragment | undefined
+  /**
+   * One row of the table's `log` table (column → value, JSON-serialisable;
+   * dates as `Date`), inserted in the finishing statement, even when the
+   * lease was lost. Unlike `alongside` it lets the runner finish many jobs
+   * and log their attempts in a single statement.
+   */
+  readonly log?: Readonly<Record<string, unknown>> | undefined
 }
 
 /**
@@ -154,6 +197,17 @@ export type JobResult = Data.TaggedEnum<{
   }
   /** Failed for good: status `failed` (replayable). */
   DeadLetter: FinishExtras & { readonly error: string; readonly record?: Effect.Effect<void, SqlError> | undefined }
+  /**
+   * Ended for a reason that is no failure of the job (e.g. the receiver said
+   * the subscription is gone, or asked to stop this message): status
+   * `status` (a final status the table allows, neither `pending` nor its
+   * completed status), `reason` kept in `last_error`. Not retried.
+   */
+  End: FinishExtras & {
+    readonly status: string
+    readonly reason: string
+    readonly record?: Effect.Effect<void, SqlError> | undefined
+  }
 }>
 
 /** Constructors of `JobResult`. */
@@ -162,13 +216,31 @@ export const JobResult = Data.taggedEnum<JobResult>()
 /** How a replay went (`completed`: it had succeeded and the caller asked to keep such jobs). */
 export type ReplayOutcome = "queued" | "already_pending" | "not_found" | "completed"
 
+/** What a fair claim must respect (see `Fairness`). */
+export interface ClaimShares {
+  /** Most jobs of one key this runner may hold. */
+  readonly maxPerKey: number
+  /** Jobs of each key this runner holds now. */
+  readonly running: ReadonlyMap<string, number>
+}
+
+/** One job's result for `finishMany`. */
+export interface Finished {
+  readonly id: string
+  readonly result: JobResult
+}
+
 /** Statements over one queue table for one lease owner. */
 export interface JobQueue<A> {
   readonly table: JobTable<A>
   /** This runner's lease owner id. */
   readonly owner: string
-  /** Claims up to `limit` due rows with a lease of `lease`, counting an attempt on each. */
-  readonly claim: (limit: number, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<Job<A>>>
+  /**
+   * Claims up to `limit` due rows with a lease of `lease`, counting an
+   * attempt on each; on a fair table, within `shares` (no more than
+   * `maxPerKey` running per key, round-robin across groups).
+   */
+  readonly claim: (limit: number, lease: Duration.Duration, shares?: ClaimShares) => Effect.Effect<ReadonlyArray<Job<A>>>
   /** Extends the leases of `ids` that this owner still holds; returns those ids. */
   readonly heartbeat: (ids: ReadonlyArray<string>, lease: Duration.Duration) => Effect.Effect<ReadonlyArray<string>>
   /** Marks the job completed; false when this owner no longer holds it. */
@@ -177,11 +249,22 @@ export interface JobQueue<A> {
   readonly retry: (id: string, delay: Duration.DurationInput, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
   /** Marks the job failed for good; false when this owner no longer holds it. */
   readonly deadLetter: (id: string, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /** Ends the job with `status` for `reason` (see `JobResult.End`); false when this owner no longer holds it. */
+  readonly end: (id: string, status: string, reason: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /**
+   * Stores the results of many jobs in one statement (state changes guarded
+   * by the lease, `set` columns and `log` rows; no `alongside` or `record`,
+   * see `isBatchable`). Returns the ids whose lease this owner still held.
+   */
+  readonly finishMany: (finished: ReadonlyArray<Finished>) => Effect.Effect<ReadonlySet<string>>
   /** Gives back the leases of `ids` (and their attempts): due again at once. Returns how many. */
   readonly release: (ids: ReadonlyArray<string>) => Effect.Effect<number>
-  /** The earliest time a currently unclaimable pending row becomes claimable, if any. */
-  readonly nextDue: Effect.Effect<Option.Option<Date>>
+  /** The earliest time a currently unclaimable pending row becomes claimable, if any, leaving out the rows of `busyKeys`. */
+  readonly nextDue: (busyKeys?: ReadonlyArray<string>) => Effect.Effect<Option.Option<Date>>
 }
+
+/** Whether a result can be stored by `finishMany` (it needs no statement of its own). */
+export const isBatchable = (result: JobResult): boolean => result.alongside === undefined && result.record === undefined
 
 /** The part of every lease owner id of this process: host and pid. */
 export const processOwnerPrefix = (): string => `${Os.hostname()}:${process.pid}:`
@@ -217,7 +300,8 @@ export const make = <A>(
             id: String(row["id"]),
             attempt: Number(row["attempts"]),
             data,
-            traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined
+            traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
+            key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
           })
         ),
         Effect.catchAll((error) =>
@@ -232,26 +316,81 @@ export const make = <A>(
         )
       )
 
-    const claim = (limit: number, lease: Duration.Duration) =>
+    const fair = jobs.fairness
+    const keyColumn = fair === undefined ? undefined : sql(fair.key)
+    const returning = keyColumn === undefined ? select : sql`${select}, ${t}.${keyColumn} AS job_fair_key`
+    const due = (at: Date) =>
+      sql`status = 'pending' AND next_attempt_at <= ${at} AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})`
+
+    // Due order over everything.
+    const claimInOrder = (limit: number, at: Date, until: Date) =>
+      sql<Record<string, unknown>>`
+        UPDATE ${t} SET lease_owner = ${owner}, lease_expires_at = ${until}, attempts = ${t}.attempts + 1
+        FROM (
+          SELECT id AS due_id FROM ${t} WHERE ${due(at)}
+          ORDER BY next_attempt_at
+          LIMIT ${limit}
+          FOR UPDATE SKIP LOCKED
+        ) AS due
+        WHERE ${t}.id = due.due_id
+        RETURNING ${t}.id, ${t}.attempts, ${returning}`
+
+    // The keys that have pending rows: a walk over the (key, next_attempt_at) index, one probe per
+    // key, so its cost does not grow with a key's backlog nor with finished rows.
+    const pendingKeys = (keyColumn: Statement.Identifier) =>
+      sql`pending_keys AS (
+          (SELECT ${keyColumn} AS key FROM ${t} WHERE status = 'pending' ORDER BY ${keyColumn} LIMIT 1)
+          UNION ALL
+          SELECT (SELECT ${t}.${keyColumn} FROM ${t} WHERE ${t}.status = 'pending' AND ${t}.${keyColumn} > pending_keys.key
+            ORDER BY ${t}.${keyColumn} LIMIT 1)
+          FROM pending_keys WHERE pending_keys.key IS NOT NULL
+        )`
+
+    // Fair: the oldest due rows of each key, up to its room, the groups taking turns; then lock what was
+    // chosen (SKIP LOCKED re-checks that the row is still due, so two claimers never take the same row).
+    const claimFairly = (limit: number, at: Date, until: Date, shares: ClaimShares, keyColumn: Statement.Identifier, group: Statement.Identifier) => {
+      const room: Record<string, number> = {}
+      for (const [key, running] of shares.running) room[key] = shares.maxPerKey - running
+      return sql<Record<string, unknown>>`
+        WITH RECURSIVE room AS (
+          SELECT key, value::int AS room FROM jsonb_each_text(${JSON.stringify(room)}::jsonb)
+        ), ${pendingKeys(keyColumn)}, candidates AS (
+          SELECT c.id, c.job_group, c.next_attempt_at
+          FROM pending_keys AS k LEFT JOIN room ON room.key = k.key
+          CROSS JOIN LATERAL (
+            SELECT id, ${group} AS job_group, next_attempt_at FROM ${t}
+            WHERE ${t}.${keyColumn} = k.key AND ${due(at)}
+            ORDER BY next_attempt_at
+            LIMIT GREATEST(LEAST(COALESCE(room.room, ${shares.maxPerKey}), ${limit}), 0)
+          ) AS c
+          WHERE k.key IS NOT NULL
+        ), turns AS (
+          SELECT id, next_attempt_at, row_number() OVER (PARTITION BY job_group ORDER BY next_attempt_at, id) AS turn
+          FROM candidates
+        ), chosen AS (
+          SELECT id FROM ${t} WHERE id IN (SELECT id FROM turns ORDER BY turn, next_attempt_at LIMIT ${limit}) AND ${due(at)}
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE ${t} SET lease_owner = ${owner}, lease_expires_at = ${until}, attempts = ${t}.attempts + 1
+        FROM chosen WHERE ${t}.id = chosen.id
+        RETURNING ${t}.id, ${t}.attempts, ${returning}`
+    }
+
+    const claim = (limit: number, lease: Duration.Duration, shares?: ClaimShares) =>
       Effect.gen(function*() {
         if (limit <= 0) return []
         const at = yield* now
         const until = new Date(at.getTime() + Duration.toMillis(lease))
-        const rows = yield* sql<Record<string, unknown>>`
-          UPDATE ${t} SET lease_owner = ${owner}, lease_expires_at = ${until}, attempts = ${t}.attempts + 1
-          FROM (
-            SELECT id AS due_id FROM ${t}
-            WHERE status = 'pending' AND next_attempt_at <= ${at}
-              AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})
-            ORDER BY next_attempt_at
-            LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
-          ) AS due
-          WHERE ${t}.id = due.due_id
-          RETURNING ${t}.id, ${t}.attempts, ${select}`.pipe(Effect.orDie)
-        const decoded = yield* Effect.forEach(rows, decodeOrBury)
-        return decoded.flatMap(Option.toArray)
-      }).pipe(Effect.withSpan("JobQueue.claim", { attributes: { table: jobs.table, limit } }))
+        const rows = yield* (fair === undefined || keyColumn === undefined || shares === undefined
+          ? claimInOrder(limit, at, until)
+          : claimFairly(limit, at, until, shares, keyColumn, sql(fair.group))).pipe(Effect.orDie)
+        const claimed: Array<Job<A>> = []
+        for (const row of rows) {
+          const job = yield* decodeOrBury(row)
+          if (Option.isSome(job)) claimed.push(job.value)
+        }
+        return claimed
+      })
 
     const heartbeat = (ids: ReadonlyArray<string>, lease: Duration.Duration) =>
       ids.length === 0
@@ -261,6 +400,15 @@ export const make = <A>(
             WHERE id IN ${sql.in(ids)} AND lease_owner = ${owner} AND status = 'pending'
             RETURNING id`.pipe(Effect.map((rows) => rows.map((row) => String(row.id))), Effect.orDie))
 
+    // The log rows of `finished`, one INSERT (a CTE of the finishing statement).
+    const logged = (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
+      if (jobs.log === undefined || rows.length === 0) return undefined
+      const log = sql(jobs.log)
+      const columns = sql.csv([...new Set(rows.flatMap((row) => Object.keys(row)))].map((column) => sql`${sql(column)}`))
+      return sql`INSERT INTO ${log} (${columns})
+        SELECT ${columns} FROM jsonb_populate_recordset(NULL::${log}, ${JSON.stringify(rows)}::jsonb)`
+    }
+
     // One statement: the state change (guarded by the owner), extra columns, and optionally one more
     // data-modifying statement alongside (a CTE), so finishing a job is a single round trip.
     const finish = (id: string, assignments: Statement.Fragment, extras: FinishExtras = {}) => {
@@ -268,9 +416,12 @@ export const make = <A>(
       const more = Object.keys(set).length === 0 ? sql`` : sql`, ${sql.update(set)}`
       const update = sql`UPDATE ${t} SET ${assignments}, lease_owner = NULL, lease_expires_at = NULL ${more}
         WHERE id = ${id} AND lease_owner = ${owner} AND status = 'pending' RETURNING id`
-      const statement = extras.alongside === undefined
+      const log = extras.log === undefined ? undefined : logged([extras.log])
+      const statement = extras.alongside === undefined && log === undefined
         ? update
-        : sql`WITH changed AS (${update}), alongside AS (${extras.alongside}) SELECT id FROM changed`
+        : sql`WITH changed AS (${update})${extras.alongside === undefined ? sql`` : sql`, alongside AS (${extras.alongside})`}${
+          log === undefined ? sql`` : sql`, logged AS (${log})`
+        } SELECT id FROM changed`
       return statement.pipe(Effect.map((rows) => rows.length > 0), Effect.orDie)
     }
 
@@ -282,6 +433,52 @@ export const make = <A>(
     const deadLetter = (id: string, error: string, extras?: FinishExtras) =>
       finish(id, sql`status = 'failed', last_error = ${shorten(error)}`, extras)
 
+    const end = (id: string, status: string, reason: string, extras?: FinishExtras) =>
+      finish(id, sql`status = ${status}, last_error = ${shorten(reason)}`, extras)
+
+    // One statement for many results: the rows' new state as JSON typed by the table's own row type,
+    // one UPDATE guarded by the lease owner, and the attempt log rows inserted alongside.
+    const finishMany = (finished: ReadonlyArray<Finished>) =>
+      Effect.gen(function*() {
+        if (finished.length === 0) return new Set<string>()
+        const millis = yield* Clock.currentTimeMillis
+        const setColumns = new Set<string>()
+        const logRows: Array<Readonly<Record<string, unknown>>> = []
+        const changes = finished.map(({ id, result }) => {
+          for (const column of Object.keys(result.set ?? {})) setColumns.add(column)
+          if (result.log !== undefined) logRows.push(result.log)
+          const state = JobResult.$match(result, {
+            Complete: () => ({ status: done, last_error: null }),
+            Retry: ({ delay, error }) => ({
+              status: "pending",
+              next_attempt_at: new Date(millis + Duration.toMillis(delay)),
+              last_error: shorten(error)
+            }),
+            DeadLetter: ({ error }) => ({ status: "failed", last_error: shorten(error) }),
+            End: ({ reason, status }) => ({ status, last_error: shorten(reason) })
+          })
+          return { ...result.set, ...state, id }
+        })
+        const assignments = [...setColumns].map((column) =>
+          sql`${sql(column)} = CASE WHEN job.job_raw -> ${column} IS NULL THEN ${t}.${sql(column)} ELSE job.${sql(column)} END`
+        )
+        const extra = assignments.length === 0 ? sql`` : sql`, ${sql.csv(assignments)}`
+        const log = logged(logRows)
+        const rows = yield* sql<{ id: unknown }>`
+          WITH job AS (
+            SELECT e.value AS job_raw, r.* FROM jsonb_array_elements(${JSON.stringify(changes)}::jsonb) AS e(value),
+              jsonb_populate_record(NULL::${t}, e.value) AS r
+          ), changed AS (
+            UPDATE ${t} SET status = job.status, last_error = job.last_error,
+              next_attempt_at = COALESCE(job.next_attempt_at, ${t}.next_attempt_at),
+              lease_owner = NULL, lease_expires_at = NULL ${extra}
+            FROM job WHERE ${t}.id = job.id AND ${t}.lease_owner = ${owner} AND ${t}.status = 'pending'
+            RETURNING ${t}.id
+          )${log === undefined ? sql`` : sql`, logged AS (${log})`}
+          SELECT id FROM changed`.pipe(Effect.orDie)
+        return new Set(rows.map((row) => String(row.id)))
+      })
+
     const release = (ids: ReadonlyArray<string>) =>
       ids.length === 0
         ? Effect.succeed(0)
@@ -292,15 +489,30 @@ export const make = <A>(
           )
 
     // Unleased rows wait for next_attempt_at; leased ones (running somewhere) for their lease's end.
-    const nextDue = sql<{ at: Date | null }>`SELECT LEAST(
-        (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL),
-        (SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)
-      ) AS at`.pipe(
-      Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null)),
-      Effect.orDie
-    )
+    // Unleased rows of keys that have no room are left out: they are claimed when one of their jobs
+    // ends. Per key (the index walk), so a full key's backlog is not read.
+    const nextDue = (busyKeys: ReadonlyArray<string> = []) => {
+      const leased = sql`(SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)`
+      const statement = keyColumn === undefined || busyKeys.length === 0
+        ? sql<{ at: Date | null }>`SELECT LEAST(
+            (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL), ${leased}
+          ) AS at`
+        : sql<{ at: Date | null }>`WITH RECURSIVE ${pendingKeys(keyColumn)}
+          SELECT LEAST((
+            SELECT min(first.at) FROM pending_keys AS k CROSS JOIN LATERAL (
+              SELECT next_attempt_at AS at FROM ${t}
+              WHERE ${t}.${keyColumn} = k.key AND status = 'pending' AND lease_expires_at IS NULL
+              ORDER BY next_attempt_at LIMIT 1
+            ) AS first
+            WHERE k.key IS NOT NULL AND k.key NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(busyKeys)}::jsonb))
+          ), ${leased}) AS at`
+      return statement.pipe(
+        Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null)),
+        Effect.orDie
+      )
+    }
 
-    return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, release, nextDue }
+    return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, end, finishMany, release, nextDue }
   })
 
 /** How much work waits in a queue table (see `depth`). */
@@ -412,6 +624,12 @@ export interface RunOptions {
   /** Lease owner id. Default: host, pid and a random part. */
   readonly owner?: string
   /**
+   * On a fair table (see `Fairness`): most jobs of one key (receiver
+   * origin, bridge) running at once in this runner. Default: a quarter of
+   * `concurrency` (at least 1).
+   */
+  readonly maxPerKey?: number
+  /**
    * On embedded PGlite (the database is this process's alone), release other
    * processes' leases at start (`releaseOtherProcesses`): after a crash and
    * restart the jobs run at once instead of after their leases expire.
@@ -437,9 +655,9 @@ export const releaseOtherProcesses = <A>(jobs: JobTable<A>): Effect.Effect<numbe
     return rows.length
   })
 
-/** Jobs run, by queue (table) and result: completed, retried, dead_lettered (metric). */
+/** Jobs run, by queue (table) and result: completed, retried, dead_lettered, ended (metric). */
 export const jobsRun = Metric.counter("crm_relay_jobs_total", {
-  description: "Job runs (one per attempt) by queue table (crm_push_jobs, deliveries) and result: completed, retried or dead_lettered.",
+  description: "Job runs (one per attempt) by queue table (crm_push_jobs, deliveries) and result: completed, retried, dead_lettered or ended.",
   incremental: true
 })
 /** Time a job's attempt took, handler and result stored, by queue (metric). */
@@ -449,7 +667,10 @@ export const jobSeconds = Metric.histogram(
   "Duration of one job attempt in seconds (handler and result stored), by queue table and result."
 )
 
-const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered" } as const
+const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered", End: "ended" } as const
+
+/** The default share of a runner's slots one key may hold: a quarter. */
+export const defaultMaxPerKey = (concurrency: number): number => Math.max(1, Math.floor(concurrency / 4))
 
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
@@ -488,17 +709,46 @@ export const run = <A, R>(
     const started = yield* Queue.sliding<void>(1)
     const running = yield* FiberMap.make<string, void, never>()
     const finishing = new Set<string>()
+    // Running jobs per fairness key (fair tables).
+    const perKey = new Map<string, number>()
+    const maxPerKey = Math.max(1, options.maxPerKey ?? defaultMaxPerKey(concurrency))
+    const shares: ClaimShares | undefined = jobs.fairness === undefined ? undefined : { maxPerKey, running: perKey }
+    const busyKeys = () => Array.from(perKey).filter(([, n]) => n >= maxPerKey).map(([key]) => key)
     let stopping = false
 
-    const finish = (job: Job<A>, result: JobResult) => {
-      const extras: FinishExtras = { set: result.set, alongside: result.alongside }
+    // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
+    // no wait when idle, fewer round trips under load); the others in a statement (or transaction) of their own.
+    const waiting = yield* Queue.unbounded<[Finished, Deferred.Deferred<boolean>]>()
+    const storeWaiting = Effect.gen(function*() {
+      const first = yield* waiting.take
+      const rest = yield* waiting.takeUpTo(255)
+      const batch = [first, ...rest]
+      const held = yield* queue.finishMany(batch.map(([finished]) => finished)).pipe(
+        Effect.catchAllCause((cause) =>
+          // The leases will expire and the jobs run again.
+          Effect.as(Effect.logError("Could not store the results of jobs", cause), new Set<string>())
+        )
+      )
+      for (const [finished, done] of batch) yield* Deferred.succeed(done, held.has(finished.id))
+    })
+
+    const store = (job: Job<A>, result: JobResult): Effect.Effect<boolean> => {
+      if (isBatchable(result)) {
+        return Effect.flatMap(Deferred.make<boolean>(), (done) =>
+          Effect.zipRight(waiting.offer([{ id: job.id, result }, done]), Deferred.await(done)))
+      }
+      const extras: FinishExtras = { set: result.set, alongside: result.alongside, log: result.log }
       const change = JobResult.$match(result, {
         Complete: () => queue.complete(job.id, extras),
         Retry: ({ delay, error }) => queue.retry(job.id, delay, error, extras),
-        DeadLetter: ({ error }) => queue.deadLetter(job.id, error, extras)
+        DeadLetter: ({ error }) => queue.deadLetter(job.id, error, extras),
+        End: ({ reason, status }) => queue.end(job.id, status, reason, extras)
       })
-      const stored = result.record === undefined ? change : sql.withTransaction(Effect.zipRight(result.record, change))
-      return stored.pipe(
+      return result.record === undefined ? change : sql.withTransaction(Effect.zipRight(result.record, change)).pipe(Effect.orDie)
+    }
+
+    const finish = (job: Job<A>, result: JobResult) =>
+      store(job, result).pipe(
         Effect.tap((held) =>
           held
             ? Effect.void
@@ -512,14 +762,15 @@ export const run = <A, R>(
         ),
         Effect.uninterruptible
       )
-    }
 
     const counted = {
+      End: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.End),
       Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
       Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
       DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
     }
     const timed = {
+      End: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.End),
       Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
       Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
       DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
@@ -561,7 +812,17 @@ export const run = <A, R>(
           Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
         )
       }).pipe(
-        Effect.ensuring(Effect.zipRight(Effect.sync(() => finishing.delete(job.id)), wakeUp.offer(void 0))),
+        Effect.ensuring(Effect.zipRight(
+          Effect.sync(() => {
+            finishing.delete(job.id)
+            if (job.key !== undefined) {
+              const left = (perKey.get(job.key) ?? 1) - 1
+              if (left <= 0) perKey.delete(job.key)
+              else perKey.set(job.key, left)
+            }
+          }),
+          wakeUp.offer(void 0)
+        )),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)
       )
@@ -592,7 +853,7 @@ export const run = <A, R>(
       Effect.gen(function*() {
         let wait = poll
         if (untilDue) {
-          const due = yield* queue.nextDue
+          const due = yield* queue.nextDue(busyKeys())
           if (Option.isSome(due)) {
             const millis = Math.max(0, due.value.getTime() - (yield* Clock.currentTimeMillis))
             wait = Duration.min(wait, Duration.millis(millis))
@@ -608,9 +869,10 @@ export const run = <A, R>(
       const free = concurrency - (yield* FiberMap.size(running))
       if (free <= 0) return yield* idle(false)
       const want = Math.min(free, batchSize)
-      const claimed = yield* queue.claim(want, lease)
+      const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
       for (const job of claimed) {
+        if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
         yield* FiberMap.run(running, job.id, runJob(job))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
@@ -628,6 +890,7 @@ export const run = <A, R>(
     )
 
     yield* Effect.forkScoped(listen)
+    yield* Effect.forkScoped(Effect.forever(storeWaiting))
     const heartbeat = Effect.gen(function*() {
       if ((yield* FiberMap.size(running)) === 0) yield* started.take
       yield* Effect.sleep(heartbeatEvery)
@@ -655,7 +918,7 @@ export const run = <A, R>(
       })
     )
     yield* Effect.logDebug("Job runner started").pipe(
-      Effect.annotateLogs({ concurrency, batch_size: batchSize, lease: Duration.format(lease), poll: Duration.format(poll) })
+      Effect.annotateLogs({ concurrency, batch_size: batchSize, max_per_key: maxPerKey, lease: Duration.format(lease), poll: Duration.format(poll) })
     )
     return yield* Effect.forever(Effect.suspend(() => stopping ? Effect.never : step))
   }).pipe(Effect.scoped, Effect.annotateLogs({ table: jobs.table }))

@@ -182,7 +182,7 @@ layer(TestDatabase.layer)("JobQueue on the TestClock", (it) => {
       expect(yield* queue.claim(5, LEASE)).toEqual([])
       yield* TestClock.adjust(Duration.millis(1))
       expect((yield* queue.claim(5, LEASE)).map((job) => [job.id, job.attempt])).toEqual([[r, 2]])
-      expect(yield* queue.nextDue).toEqual(Option.some(new Date(now.getTime() + 300_000 + 30_000)))
+      expect(yield* queue.nextDue()).toEqual(Option.some(new Date(now.getTime() + 300_000 + 30_000)))
     }))
 
   it.effect("Finishing in one statement: extra columns of the row and an alongside statement are written with the state change; the alongside statement runs even when the lease was lost", () =>
@@ -208,6 +208,94 @@ layer(TestDatabase.layer)("JobQueue on the TestClock", (it) => {
       ])
       const logged = yield* sql<{ job_id: string; note: string }>`SELECT job_id, note FROM ${sql(`${jobs.table}_log`)}`
       expect(new Set(logged.map((r) => `${r.job_id}:${r.note}`))).toEqual(new Set([`${a}:completed`, `${b}:retried`, `${b}:late attempt`]))
+    }))
+
+  it.effect("Finishing many in one statement (the runner's batches): completed, retried, dead-lettered and ended (\"ended with a reason\": gone, aborted) jobs with their columns and log rows; a job whose lease was lost keeps its state but its attempt is still logged", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const sql = yield* SqlClient.SqlClient
+      const plain = yield* makeTable()
+      const logTable = `${plain.table}_attempts`
+      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN finished_at timestamptz`)
+      yield* sql.unsafe(`CREATE TABLE ${logTable} (id bigint GENERATED ALWAYS AS IDENTITY, job_id uuid NOT NULL, note text NOT NULL, at timestamptz NOT NULL)`)
+      const jobs = JobQueue.table({ table: plain.table, row: Schema.Struct({ label: Schema.String }), log: logTable })
+      const [a, b, c, d] = yield* insertJobs(jobs, 4, now)
+      const [e] = yield* insertJobs(jobs, 1, new Date(now.getTime() + 3_600_000), "later")
+      const queue = yield* JobQueue.make(jobs, "owner")
+      yield* queue.claim(4, LEASE)
+      const entry = (id: string, note: string) => ({ job_id: id, note, at: now })
+      const held = yield* queue.finishMany([
+        { id: a!, result: JobQueue.JobResult.Complete({ set: { finished_at: now }, log: entry(a!, "delivered") }) },
+        { id: b!, result: JobQueue.JobResult.Retry({ delay: "5 seconds", error: "busy", log: entry(b!, "retry") }) },
+        { id: c!, result: JobQueue.JobResult.DeadLetter({ error: "refused", set: { finished_at: now }, log: entry(c!, "failed") }) },
+        { id: d!, result: JobQueue.JobResult.End({ status: "gone", reason: "The receiver answered 410.", log: entry(d!, "gone") }) },
+        // Never claimed by this owner: not stored, but logged.
+        { id: e!, result: JobQueue.JobResult.Complete({ set: { finished_at: now }, log: entry(e!, "late") }) }
+      ])
+      expect(held).toEqual(new Set([a, b, c, d]))
+      const rows = yield* sql<{ id: string; status: string; last_error: string | null; next_attempt_at: Date; finished_at: Date | null; lease_owner: string | null }>`
+        SELECT id, status, last_error, next_attempt_at, finished_at, lease_owner FROM ${sql(jobs.table)} ORDER BY label`
+      expect(rows.map((r) => [r.status, r.last_error, r.finished_at?.getTime() ?? null, r.lease_owner])).toEqual([
+        ["done", null, now.getTime(), null],
+        ["pending", "busy", null, null],
+        ["failed", "refused", now.getTime(), null],
+        ["gone", "The receiver answered 410.", null, null],
+        ["pending", null, null, null]
+      ])
+      expect(rows[1]!.next_attempt_at.getTime()).toBe(now.getTime() + 5_000)
+      const logged = yield* sql<{ job_id: string; note: string }>`SELECT job_id, note FROM ${sql(logTable)} ORDER BY id`
+      expect(logged.map((r) => `${r.job_id}:${r.note}`)).toEqual([
+        `${a}:delivered`, `${b}:retry`, `${c}:failed`, `${d}:gone`, `${e}:late`
+      ])
+      // One job alone goes through the same statement; the single-row API ends a job too.
+      const [f] = yield* insertJobs(jobs, 1, now, "single")
+      yield* sql`UPDATE ${sql(jobs.table)} SET status = 'done' WHERE id = ${b!}`
+      yield* queue.claim(1, LEASE)
+      expect(yield* queue.end(f!, "aborted", "The receiver asked to stop this message.", { log: entry(f!, "aborted") })).toBe(true)
+      expect((yield* rowOf(jobs, f!)).status).toBe("aborted")
+    }))
+
+  it.effect("Fair claim: one key (a receiver origin) gets at most its room of the slots, other keys' due work is claimed past its backlog, and groups (accounts) take turns", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const sql = yield* SqlClient.SqlClient
+      const plain = yield* makeTable()
+      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
+      const jobs = JobQueue.table({
+        table: plain.table,
+        row: Schema.Struct({ label: Schema.String, account: Schema.String }),
+        fairness: { key: "target", group: "account" }
+      })
+      const insert = (count: number, at: Date, target: string, account: string) =>
+        sql<{ id: string }>`INSERT INTO ${sql(jobs.table)} ${
+          sql.insert(Array.from({ length: count }, (_, i) => ({ label: `${account}-${target}-${i}`, next_attempt_at: at, target, account })))
+        } RETURNING id`
+      // Account A's silent receiver has 300 jobs due first; B and C have a few, queued later.
+      yield* insert(300, new Date(now.getTime() - 60_000), "https://silent.example", "A")
+      yield* insert(3, new Date(now.getTime() - 1_000), "https://b.example", "B")
+      yield* insert(3, new Date(now.getTime() - 500), "https://c.example", "C")
+      const queue = yield* JobQueue.make(jobs, "fair")
+      const running = new Map<string, number>()
+      const shares: JobQueue.ClaimShares = { maxPerKey: 3, running }
+      const count = (claimed: ReadonlyArray<JobQueue.Job<{ label: string; account: string }>>) => {
+        for (const job of claimed) running.set(job.key!, (running.get(job.key!) ?? 0) + 1)
+        return claimed.map((job) => job.data.account).sort().join("")
+      }
+      // The accounts take turns (A, B, C, then A's second, the oldest), the silent key only up to its room.
+      expect(count(yield* queue.claim(4, LEASE, shares))).toBe("AABC")
+      // In due order it would be A, B, B (B is older than C).
+      expect(count(yield* queue.claim(3, LEASE, shares))).toBe("ABC")
+      // A is full: the claim looks past its 297 due jobs.
+      expect(count(yield* queue.claim(10, LEASE, shares))).toBe("BC")
+      expect(count(yield* queue.claim(10, LEASE, shares))).toBe("")
+      expect(running).toEqual(new Map([["https://silent.example", 3], ["https://b.example", 3], ["https://c.example", 3]]))
+      // The next due time leaves out the unleased rows of full keys: the runner waits for a job to end
+      // (or, at the latest, for a lease to expire), it does not spin on the silent key's backlog.
+      expect(yield* queue.nextDue([...running.keys()])).toEqual(Option.some(new Date(now.getTime() + 30_000)))
+      // One of A's jobs ends: one more of A.
+      running.set("https://silent.example", 2)
+      expect(count(yield* queue.claim(10, LEASE, shares))).toBe("A")
+      expect(yield* queue.claim(10, LEASE, shares)).toEqual([])
     }))
 
   it.effect("Replay: a failed or completed job is queued again, due now, same id, fresh attempt count; a pending one is left alone", () =>

@@ -1,53 +1,63 @@
 /**
- * Webhook delivery throughput and latency: the real `crm-relay serve` binary
- * on real PostgreSQL, an account with one subscription and no bridge
- * connection (so each accepted outcome fans out at once), and a local HTTPS
- * receiver in this process that answers 200 at once.
+ * Webhook delivery against a peer: the real `crm-relay serve` binary and
+ * graphile-worker 0.16.6 (GraphilePeer.ts: the same work per job — Standard
+ * Webhooks signature, HTTPS POST to the same loopback receiver, an attempt
+ * row) on the same PostgreSQL, in alternating rounds; a local HTTPS receiver
+ * in this process answers 200 at once.
  *
- *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npx tsx tools/bench/delivery/main.ts \
- *     [--outcomes 10000] [--connections 32] [--rate 0] [--pool 10] [--warmup 200] [--no-drain] \
- *     [--cpu-prof DIR] [--server-log FILE]
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
+ *     [--rounds 2] [--outcomes 5000] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
+ *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
  *
- * 1. Live: one server (ROLE all) takes `--outcomes` call outcomes on
- *    `POST /v1/calls/{callId}/outcome` over `--connections` concurrent
- *    connections (at most `--rate` per second when given: latency below
- *    saturation) and delivers them as they come. Prints outcomes accepted/s,
- *    deliveries/s (first outcome posted → last delivery), and per call the
- *    time from the 202 (outcome accepted) to the first delivery attempt's
- *    arrival at the receiver: p50/p90/p99/max; and the server's peak RSS.
- * 2. Backlog (unless `--no-drain`): as many outcomes accepted by a ROLE=api
- *    server (no worker), then one ROLE=all server drains the deliveries:
- *    deliveries/s from the first to the last delivery.
- *
- * Duplicates (a webhook-id received twice) are counted; expected 0. Servers
- * run in their own processes on a fresh schema of DATABASE_URL (dropped at
- * the end), with EGRESS_ALLOW_PRIVATE=127.0.0.1/32 and the receiver's CA in
+ * Each round, for crm-relay then graphile-worker:
+ * 1. Drain: `--outcomes` deliveries queued while no worker runs (crm-relay:
+ *    outcomes accepted by a ROLE=api server, one subscription each;
+ *    graphile-worker: jobs added in batches), then a fresh worker process
+ *    drains them: deliveries/s from the first to the last delivery, CPU per
+ *    delivery of the worker process and of the database's backends
+ *    (PostgreSQL processes serving this database, /proc), peak RSS.
+ * 2. Latency: `--latency-count` events offered at `--rate` per second to a
+ *    running worker: enqueue accepted (crm-relay: the 202 of
+ *    `POST /v1/calls/{id}/outcome`; graphile-worker: add_job returned) →
+ *    arrival at the receiver, p50/p99; and for crm-relay the outcome
+ *    request's own latency, p50/p99.
+ * Then the medians over rounds and the ratio line. Duplicates (a webhook-id
+ * received twice) are counted; expected 0. Both run in their own processes
+ * on a fresh schema of DATABASE_URL (dropped at the end), crm-relay with
+ * EGRESS_ALLOW_PRIVATE=127.0.0.1/32 and the receiver's CA in
  * NODE_EXTRA_CA_CERTS — otherwise the production egress path.
- * `--cpu-prof DIR` writes each server's CPU profile there when it stops;
- * `--server-log FILE` keeps the servers' log lines (Info and worse).
  */
 import { Certificate } from "@crm-relay/testing"
-import { Config, Console, Duration, Effect, Option, type Redacted } from "effect"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Config, Console, Duration, Effect, Option, Redacted } from "effect"
+import * as ChildProcess from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { type JsonRequest, jsonClient } from "../support/Http.js"
 import { type Arrivals, leadOutcome, percentile, startReceiver } from "../support/Receiver.js"
 import { runMain } from "../support/runMain.js"
-import { peakRssMiB, serve } from "../support/ServerProcess.js"
+import { cpuSeconds, peakRssMiB, serve } from "../support/ServerProcess.js"
 
-const outcomes = Argv.integer("outcomes", 10_000, 0)
+const outcomes = Argv.integer("outcomes", 5_000, 0)
+const rounds = Argv.integer("rounds", 2)
 const connections = Math.max(1, Argv.integer("connections", 32, 0))
 const pool = Math.max(1, Argv.integer("pool", 10, 0))
 const warmup = Argv.integer("warmup", 200, 0)
-const drain = !Argv.flag("no-drain")
-/** Outcomes per second offered in the live phase; 0 = as fast as `--connections` allow. */
-const rate = Argv.integer("rate", 0, 0)
+/** Events per second offered in the latency phase. */
+const rate = Argv.integer("rate", 100)
+const latencyCount = Argv.integer("latency-count", 1_000, 0)
+const only = Argv.text("only")
+/** DELIVERY_MAX_PER_ORIGIN of the crm-relay servers (default: the server's own). */
+const maxPerOrigin = Argv.text("max-per-origin")
 const serverLog = Argv.text("server-log")
 const cpuProfileDir = Argv.text("cpu-prof")
+const PEER = fileURLToPath(new URL("./GraphilePeer.ts", import.meta.url))
+const TSX_LOADER = new URL("../../../node_modules/tsx/dist/loader.mjs", import.meta.url).href
 
 /** What every server process of the run shares. */
 interface ServerEnv {
@@ -67,7 +77,12 @@ const startServer = (env: ServerEnv, role: "all" | "api") =>
     cpuProfileDir,
     stdout: serverLog === undefined ? "ignore" : Fs.openSync(serverLog, "a"),
     logLevel: serverLog === undefined ? "Warning" : "Info",
-    env: { ROLE: role, EGRESS_ALLOW_PRIVATE: "127.0.0.1/32", NODE_EXTRA_CA_CERTS: env.caFile },
+    env: {
+      ROLE: role,
+      EGRESS_ALLOW_PRIVATE: "127.0.0.1/32",
+      NODE_EXTRA_CA_CERTS: env.caFile,
+      ...(maxPerOrigin === undefined ? {} : { DELIVERY_MAX_PER_ORIGIN: maxPerOrigin })
+    },
     stopWithin: "20 seconds"
   })
 
@@ -83,7 +98,8 @@ const postOutcomes = (
   accountId: string,
   prefix: string,
   count: number,
-  perSecond = 0
+  perSecond = 0,
+  requestMillis?: Array<number>
 ) =>
   Effect.gen(function*() {
     const accepted = new Map<string, number>()
@@ -98,8 +114,11 @@ const postOutcomes = (
             if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
           }
           const callId = `${prefix}-${i}`
+          const sent = performance.now()
           yield* call("POST", `${adminUrl}/v1/calls/${callId}/outcome`, adminToken, body)
-          accepted.set(callId, performance.now())
+          const at = performance.now()
+          accepted.set(callId, at)
+          requestMillis?.push(at - sent)
         }),
       { concurrency: connections, discard: true }
     )
@@ -131,10 +150,86 @@ const measure = (arrivals: Arrivals, accepted: Map<string, number>) => {
   return { latencies, first, last }
 }
 
+/** CPU seconds used so far by each backend of the current database (PostgreSQL on this machine). */
+const backendCpu = (admin: PgClient.PgClient) =>
+  Effect.gen(function*() {
+    const rows = yield* admin<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`.pipe(Effect.orDie)
+    const cpu = new Map<number, number>()
+    for (const { pid } of rows) {
+      const used = yield* Effect.option(Effect.try(() => Effect.runSync(cpuSeconds(pid))))
+      if (Option.isSome(used)) cpu.set(pid, used.value)
+    }
+    return cpu
+  })
+
+/** CPU the database's backends used since `before` (backends started since count in full). */
+const backendCpuSince = (admin: PgClient.PgClient, before: Map<number, number>) =>
+  Effect.map(backendCpu(admin), (after) => {
+    let total = 0
+    for (const [pid, used] of after) total += used - (before.get(pid) ?? 0)
+    return total
+  })
+
+/** One system's figures of one round. */
+interface RoundFigures {
+  readonly drainPerSecond: number
+  readonly workerCpuMicros: number
+  readonly databaseCpuMicros: number
+  readonly rssMiB: number
+  readonly p50: number
+  readonly p99: number
+  readonly requestP50?: number
+  readonly requestP99?: number
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!
+}
+
+const report = (name: string, f: RoundFigures) =>
+  Console.log(
+    `  ${name}: drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
+      f.databaseCpuMicros.toFixed(0)
+    } µs; peak RSS ${f.rssMiB.toFixed(0)} MiB; accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
+      f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
+    }`
+  )
+
+/** The graphile-worker process for the scope (SIGTERM at its end), once it printed `ready`. */
+const startPeer = (env: Record<string, string>) =>
+  Effect.gen(function*() {
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        // One process (not tsx's launcher and its child): its CPU and RSS are the peer's.
+        ChildProcess.spawn(process.execPath, ["--import", TSX_LOADER, PEER], {
+          stdio: ["ignore", "pipe", "inherit"],
+          env: { PATH: process.env["PATH"] ?? "", ...env }
+        })
+      ),
+      (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          child.once("exit", () => resume(Effect.void))
+          child.kill("SIGTERM")
+        }).pipe(Effect.timeout("20 seconds"), Effect.ignore)
+    )
+    yield* Effect.async<void, Error>((resume) => {
+      let seen = ""
+      child.stdout!.on("data", (chunk: Buffer) => {
+        seen += chunk.toString("utf8")
+        if (seen.includes("ready")) resume(Effect.void)
+      })
+      child.once("exit", (code) => resume(Effect.fail(new Error(`The graphile-worker peer exited (code ${code}) before it ran.`))))
+    })
+    return child.pid!
+  })
+
 const main = Effect.gen(function*() {
   const base = yield* Config.option(Config.redacted("DATABASE_URL"))
   if (Option.isNone(base)) return yield* Console.error("Set DATABASE_URL to a PostgreSQL database: this benchmark runs on real PostgreSQL.")
   const database = yield* freshSchema(base.value)
+  const admin = yield* PgClient.make({ url: base.value, maxConnections: 1 })
   const tls = yield* Effect.orDie(Certificate.generateTlsMaterial())
   const runDir = yield* Effect.acquireRelease(
     Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-bench-delivery-"))),
@@ -151,58 +246,165 @@ const main = Effect.gen(function*() {
   }
   const { adminToken } = env
   const call = yield* jsonClient(connections)
-  yield* Console.log(`PostgreSQL ${database.version}; pool ${pool}; ${connections} connections posting outcomes; ${Os.cpus().length} CPUs`)
+  const peerSchema = `gw_${randomBytes(6).toString("hex")}`
+  yield* Effect.acquireRelease(
+    admin`CREATE SCHEMA ${admin(peerSchema)}`.pipe(Effect.orDie),
+    () => admin`DROP SCHEMA IF EXISTS ${admin(peerSchema)} CASCADE`.pipe(Effect.ignore)
+  )
+  yield* admin.unsafe(`CREATE TABLE "${peerSchema}".attempts (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id text NOT NULL, attempt integer NOT NULL, started_at timestamptz NOT NULL, status_code integer,
+    duration_ms integer NOT NULL, result text NOT NULL)`).pipe(Effect.orDie)
+  const peerEnv = {
+    DATABASE_URL: Redacted.value(base.value),
+    PEER_SCHEMA: peerSchema,
+    PEER_SECRET: `whsec_${randomBytes(24).toString("base64")}`,
+    PEER_CA: caFile,
+    PEER_CONCURRENCY: "32",
+    PEER_POOL: String(pool)
+  }
+  yield* Console.log(
+    `PostgreSQL ${database.version}; pool ${pool}; ${Os.cpus().length} CPUs; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`
+  )
 
-  // 1. Live: one server (ROLE all) accepts outcomes and delivers them as they come.
-  const accountId = yield* Effect.scoped(Effect.gen(function*() {
-    const server = yield* startServer(env, "all")
-    const account = yield* call("POST", `${server.adminUrl}/v1/accounts`, adminToken, { name: "bench", mode: "live" })
-    const id = String(account["id"])
-    const key = yield* call("POST", `${server.adminUrl}/v1/accounts/${id}/keys`, adminToken)
-    yield* call("POST", `${server.publicUrl}/subscribe`, String(key["key"]), { targetUrl: receiver.url, event: "lead" })
+  // The account: set up through a ROLE=api server that stays up to accept the backlogs.
+  const api = yield* startServer(env, "api")
+  const account = yield* call("POST", `${api.adminUrl}/v1/accounts`, adminToken, { name: "bench", mode: "live" })
+  const accountId = String(account["id"])
+  const key = yield* call("POST", `${api.adminUrl}/v1/accounts/${accountId}/keys`, adminToken)
+  yield* call("POST", `${api.publicUrl}/subscribe`, String(key["key"]), { targetUrl: receiver.url, event: "lead" })
+  const body = JSON.stringify(leadOutcome(accountId))
 
-    if (warmup > 0) {
-      const warm = yield* postOutcomes(call, server.adminUrl, adminToken, id, "warmup", warmup)
-      const missing = yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
-      yield* Console.log(`warm-up: ${warmup} outcomes${missing > 0 ? `, ${missing} not delivered` : ""}`)
+  const crmRelayRound = (round: number) =>
+    Effect.gen(function*() {
+      const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
+      const drained = yield* Effect.scoped(Effect.gen(function*() {
+        const cpuBefore = yield* backendCpu(admin)
+        const server = yield* startServer(env, "all")
+        const workerBefore = yield* cpuSeconds(server.pid)
+        const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
+        const worker = (yield* cpuSeconds(server.pid)) - workerBefore
+        const databaseCpu = yield* backendCpuSince(admin, cpuBefore)
+        const { first, last, latencies } = measure(receiver.arrivals, backlog)
+        if (missing > 0) yield* Console.log(`  crm-relay: ${missing} of ${outcomes} not delivered after 10 minutes`)
+        return {
+          drainPerSecond: latencies.length / ((last - first) / 1000),
+          workerCpuMicros: (worker / latencies.length) * 1e6,
+          databaseCpuMicros: (databaseCpu / latencies.length) * 1e6,
+          rssMiB: yield* peakRssMiB(server.pid)
+        }
+      }))
+      const latency = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(env, "all")
+        if (warmup > 0) {
+          const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-warmup`, warmup, rate)
+          yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
+        }
+        const requests: Array<number> = []
+        const accepted = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-live`, latencyCount, rate, requests)
+        yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
+        const { latencies } = measure(receiver.arrivals, accepted)
+        requests.sort((a, b) => a - b)
+        return {
+          p50: percentile(latencies, 50),
+          p99: percentile(latencies, 99),
+          requestP50: percentile(requests, 50),
+          requestP99: percentile(requests, 99)
+        }
+      }))
+      return { ...drained, ...latency } satisfies RoundFigures
+    })
+
+  const jobPayload = (callId: string) => ({ url: receiver.url, body: body.replace("{", `{"call_id":${JSON.stringify(callId)},`) })
+
+  const graphileRound = (round: number) =>
+    Effect.gen(function*() {
+      const prefix = `gw-r${round}-backlog`
+      // The backlog, added in batches (as a bulk producer would), timestamped as accepted.
+      const backlog = new Map<string, number>()
+      for (let from = 0; from < outcomes; from += 500) {
+        const batch = Array.from({ length: Math.min(500, outcomes - from) }, (_, i) => `${prefix}-${from + i}`)
+        yield* admin.unsafe(
+          `SELECT "${peerSchema}".add_jobs(ARRAY(SELECT ROW('deliver', p, NULL, NULL, NULL, NULL, NULL, NULL)::"${peerSchema}".job_spec
+            FROM json_array_elements($1::json) AS p))`,
+          [JSON.stringify(batch.map(jobPayload))]
+        ).pipe(Effect.orDie)
+        for (const callId of batch) backlog.set(callId, performance.now())
+      }
+      const drained = yield* Effect.scoped(Effect.gen(function*() {
+        const cpuBefore = yield* backendCpu(admin)
+        const pid = yield* startPeer(peerEnv)
+        const workerBefore = yield* cpuSeconds(pid)
+        const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
+        const worker = (yield* cpuSeconds(pid)) - workerBefore
+        const databaseCpu = yield* backendCpuSince(admin, cpuBefore)
+        const { first, last, latencies } = measure(receiver.arrivals, backlog)
+        if (missing > 0) yield* Console.log(`  graphile-worker: ${missing} of ${outcomes} not delivered after 10 minutes`)
+        return {
+          drainPerSecond: latencies.length / ((last - first) / 1000),
+          workerCpuMicros: (worker / latencies.length) * 1e6,
+          databaseCpuMicros: (databaseCpu / latencies.length) * 1e6,
+          rssMiB: yield* peakRssMiB(pid)
+        }
+      }))
+      const latency = yield* Effect.scoped(Effect.gen(function*() {
+        yield* startPeer(peerEnv)
+        const offer = (label: string, count: number) =>
+          Effect.gen(function*() {
+            const accepted = new Map<string, number>()
+            const start = performance.now()
+            yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) =>
+              Effect.gen(function*() {
+                const wait = start + (i * 1000) / rate - performance.now()
+                if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+                const callId = `gw-r${round}-${label}-${i}`
+                yield* admin.unsafe(`SELECT "${peerSchema}".add_job('deliver', $1::json)`, [JSON.stringify(jobPayload(callId))])
+                  .pipe(Effect.orDie)
+                accepted.set(callId, performance.now())
+              }), { concurrency: connections, discard: true })
+            yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
+            return accepted
+          })
+        if (warmup > 0) yield* offer("warmup", warmup)
+        const { latencies } = measure(receiver.arrivals, yield* offer("live", latencyCount))
+        return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+      }))
+      return { ...drained, ...latency } satisfies RoundFigures
+    })
+
+  // The peer's schema (its migrations run when it first starts), before any job is added.
+  if (only !== "crm-relay") yield* Effect.scoped(startPeer(peerEnv))
+
+  const crm: Array<RoundFigures> = []
+  const peer: Array<RoundFigures> = []
+  for (let round = 1; round <= rounds; round++) {
+    yield* Console.log(`round ${round} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
+    if (only !== "graphile-worker") {
+      crm.push(yield* crmRelayRound(round))
+      yield* report("crm-relay", crm[crm.length - 1]!)
     }
-
-    yield* Console.log(
-      `live: ${outcomes} outcomes → one subscription each, ${rate > 0 ? `offered at ${rate}/s` : "as fast as accepted"}, delivered as they come (one ROLE=all server)`
-    )
-    const started = performance.now()
-    const accepted = yield* postOutcomes(call, server.adminUrl, adminToken, id, "live", outcomes, rate)
-    const posted = performance.now()
-    const missing = yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(10))
-    const { last, latencies } = measure(receiver.arrivals, accepted)
-    const rss = yield* peakRssMiB(server.pid)
-    yield* Console.log(`  delivered: ${latencies.length} of ${outcomes}${missing > 0 ? ` (${missing} missing after 10 minutes)` : ""}`)
-    yield* Console.log(`  outcomes accepted/s: ${(outcomes / ((posted - started) / 1000)).toFixed(0)}`)
-    yield* Console.log(`  deliveries/s (first outcome posted → last delivery): ${(latencies.length / ((last - started) / 1000)).toFixed(0)}`)
-    yield* Console.log(`  accepted → first attempt p50: ${percentile(latencies, 50).toFixed(1)} ms`)
-    yield* Console.log(`  accepted → first attempt p90: ${percentile(latencies, 90).toFixed(1)} ms`)
-    yield* Console.log(`  accepted → first attempt p99: ${percentile(latencies, 99).toFixed(1)} ms`)
-    yield* Console.log(`  accepted → first attempt max: ${(latencies[latencies.length - 1] ?? Number.NaN).toFixed(1)} ms`)
-    yield* Console.log(`  server peak RSS: ${rss.toFixed(1)} MiB`)
-    return id
-  }))
-
-  // 2. Backlog: outcomes accepted while no worker runs (ROLE api), then one server (ROLE all) drains them.
-  if (drain) {
-    const accepted = yield* Effect.scoped(Effect.gen(function*() {
-      const api = yield* startServer(env, "api")
-      return yield* postOutcomes(call, api.adminUrl, adminToken, accountId, "backlog", outcomes)
-    }))
-    yield* Console.log(`backlog: ${outcomes} deliveries queued with no worker running; one ROLE=all server drains them`)
-    yield* Effect.scoped(Effect.gen(function*() {
-      const started = performance.now()
-      yield* startServer(env, "all")
-      const missing = yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(10))
-      const { first, last, latencies } = measure(receiver.arrivals, accepted)
-      yield* Console.log(`  delivered: ${latencies.length} of ${outcomes}${missing > 0 ? ` (${missing} missing after 10 minutes)` : ""}`)
-      yield* Console.log(`  deliveries/s (first → last delivery): ${(latencies.length / ((last - first) / 1000)).toFixed(0)}`)
-      yield* Console.log(`  server start → last delivery: ${((last - started) / 1000).toFixed(1)} s`)
-    }))
+    if (only !== "crm-relay") {
+      peer.push(yield* graphileRound(round))
+      yield* report("graphile-worker", peer[peer.length - 1]!)
+    }
+  }
+  const summary = (figures: ReadonlyArray<RoundFigures>): RoundFigures => ({
+    drainPerSecond: median(figures.map((f) => f.drainPerSecond)),
+    workerCpuMicros: median(figures.map((f) => f.workerCpuMicros)),
+    databaseCpuMicros: median(figures.map((f) => f.databaseCpuMicros)),
+    rssMiB: median(figures.map((f) => f.rssMiB)),
+    p50: median(figures.map((f) => f.p50)),
+    p99: median(figures.map((f) => f.p99)),
+    ...(figures[0]?.requestP50 === undefined ? {} : {
+      requestP50: median(figures.map((f) => f.requestP50!)),
+      requestP99: median(figures.map((f) => f.requestP99!))
+    })
+  })
+  yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
+  if (crm.length > 0) yield* report("crm-relay", summary(crm))
+  if (peer.length > 0) yield* report("graphile-worker", summary(peer))
+  if (crm.length > 0 && peer.length > 0) {
+    const ratio = summary(crm).drainPerSecond / summary(peer).drainPerSecond
+    yield* Console.log(`ratio: crm-relay drains ${ratio.toFixed(2)}× graphile-worker's deliveries/s (goal ≥ 1.5)`)
   }
   yield* Console.log(`duplicates (a webhook-id received twice): ${receiver.arrivals.duplicates}`)
 })

@@ -67,6 +67,7 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
               DATABASE_POOL_SIZE: String(options.pool),
               PORT: "0",
               ADMIN_PORT: "0",
+              PORTAL_PORT: "0",
               ADMIN_TOKEN: options.adminToken,
               MASTER_KEY: options.masterKey,
               DATA_DIR: dataDir,

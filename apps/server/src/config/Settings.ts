@@ -80,6 +80,18 @@ export const table: ReadonlyArray<Setting> = [
     description: "While MASTER_KEY changes: the old key(s), comma-separated, so data keys wrapped under them still open (see master-key rotate).",
     secret: true
   },
+  {
+    name: "DELIVERY_MAX_PER_ORIGIN",
+    default: "32 (a quarter of the 128 delivery slots)",
+    description: "Most webhook deliveries to one receiver origin (scheme, host, port) a replica runs at once, so a silent or slow receiver only slows its own deliveries; 1 to 128.",
+    secret: false
+  },
+  {
+    name: "CRM_PUSH_MAX_PER_BRIDGE",
+    default: "2 (a quarter of the 10 push slots)",
+    description: "Most CRM push jobs to one account's bridge (account and tenant) a replica runs at once, so a bridge that times out only holds back its own tenant; 1 to 10.",
+    secret: false
+  },
   { name: "ROLE", default: "all", description: "What this replica runs: all, api (HTTP only) or worker (workers only).", secret: false },
   { name: "LOG_LEVEL", default: "Info", description: "Minimum log level: All, Trace, Debug, Info, Warning, Error, Fatal or None.", secret: false },
   {
@@ -317,6 +329,20 @@ export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
 )
 
+const slotsSetting = (name: string, most: number) =>
+  Config.option(Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a whole number from 1 to ${most}`, validation: (n) => n >= 1 && n <= most })
+  )).pipe(Config.withDescription(describe(name)))
+
+/** Most deliveries to one receiver origin at once per replica (none: the worker's default, a quarter). */
+export const deliveryMaxPerOrigin = slotsSetting("DELIVERY_MAX_PER_ORIGIN", 128)
+
+/** Most push jobs to one account's bridge at once per replica (none: the worker's default, a quarter). */
+export const pushMaxPerBridge = slotsSetting("CRM_PUSH_MAX_PER_BRIDGE", 10)
+
+/** The fair shares of the workers (read again where each worker starts; listed here so `serve` checks them first). */
+export const FairShares = Config.all({ deliveryMaxPerOrigin, pushMaxPerBridge })
+
 /** The settings `serve` needs. */
 export const Settings = Config.all({
   port,
@@ -331,6 +357,7 @@ export const Settings = Config.all({
   masterKeyPrevious,
   role,
   logLevel,
+  fairShares: FairShares,
   tracing: TracingSettings,
   publicEdge: PublicEdgeSettings
 })

@@ -8,6 +8,7 @@ import { Connections, CrmPushJobs, CrmPushReceipts, CrmPushWorker, Outcomes, Rou
 import { Fanout } from "@crm-relay/events"
 import type { Notifier } from "@crm-relay/store"
 import { Duration, Effect, Layer, Option } from "effect"
+import { pushMaxPerBridge } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
 /** Outcomes, routing, push jobs and receipts, and the fan-out. */
@@ -41,6 +42,11 @@ export const pushWorker: Workers.Worker<
         connection: stored.connection,
         capabilities: Option.some(stored.capabilities.operations)
       })))
-    return yield* CrmPushWorker.run(lookup, { lease: PUSH_LEASE })
+    // CRM_PUSH_MAX_PER_BRIDGE was checked with the other settings at start.
+    const most = yield* Effect.orDie(pushMaxPerBridge)
+    return yield* CrmPushWorker.run(lookup, {
+      lease: PUSH_LEASE,
+      ...Option.match(most, { onNone: () => ({}), onSome: (maxPerKey) => ({ maxPerKey }) })
+    })
   })
 }

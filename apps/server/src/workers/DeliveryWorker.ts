@@ -1,6 +1,7 @@
 /**
- * The webhook delivery worker as the server runs it (ROLE all|worker): 32
- * deliveries at once per replica, 30 s leases kept by a heartbeat, woken by
+ * The webhook delivery worker as the server runs it (ROLE all|worker): 128
+ * deliveries at once per replica, at most DELIVERY_MAX_PER_ORIGIN (32) of
+ * them to one receiver origin, 30 s leases kept by a heartbeat, woken by
  * the fan-out's NOTIFY; on the embedded database the leases of a crashed
  * previous run are taken back at start.
  */
@@ -8,6 +9,8 @@ import type { Egress } from "@crm-relay/bridge"
 import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
 import type { Notifier } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import { Effect, Option } from "effect"
+import { deliveryMaxPerOrigin } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
 /** The webhook delivery worker. */
@@ -15,5 +18,7 @@ export const deliveryWorker: Workers.Worker<
   Egress | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
 > = {
   name: "webhook-delivery",
-  run: DeliveryWorker.run()
+  // DELIVERY_MAX_PER_ORIGIN was checked with the other settings at start.
+  run: Effect.flatMap(Effect.orDie(deliveryMaxPerOrigin), (most) =>
+    DeliveryWorker.run(Option.match(most, { onNone: () => ({}), onSome: (maxPerKey) => ({ maxPerKey }) })))
 }

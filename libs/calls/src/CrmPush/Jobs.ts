@@ -31,7 +31,14 @@ export const PushJobRow = Schema.Struct({
 export type PushJobRow = typeof PushJobRow.Type
 
 /** The queue table of push jobs. */
-export const jobTable = JobQueue.table({ table: "crm_push_jobs", completedStatus: "succeeded", row: PushJobRow, traced: true })
+export const jobTable = JobQueue.table({
+  table: "crm_push_jobs",
+  completedStatus: "succeeded",
+  row: PushJobRow,
+  traced: true,
+  // One account's bridge holds a bounded share of a worker's slots; accounts take turns.
+  fairness: { key: "bridge_key", group: "account_id" }
+})
 
 
 /** A push job with its stored steps. */

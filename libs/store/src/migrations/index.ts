@@ -10,6 +10,7 @@ import webhookDelivery from "./0004_webhook_delivery.js"
 import insertionOrder from "./0005_insertion_order.js"
 import traceContext from "./0006_trace_context.js"
 import operatorListings from "./0007_operator_listings.js"
+import fairQueues from "./0008_fair_queues.js"
 import portal from "./0010_portal.js"
 
 /** The ordered record of migrations. */
@@ -21,5 +22,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0005_insertion_order": insertionOrder,
   "0006_trace_context": traceContext,
   "0007_operator_listings": operatorListings,
+  "0008_fair_queues": fairQueues,
   "0010_portal": portal
 }
