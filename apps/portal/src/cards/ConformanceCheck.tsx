@@ -90,7 +90,13 @@ export const ConformanceCheck = (
                       <td><code>{c.id}</code></td>
                       <td>
                         <q>{c.rule}</q> <span className="hint">({c.section})</span>
-                        {c.status === "skip" && <div className="hint">{c.detail}</div>}
+                        {c.status === "skip" && (
+                          <div className="hint">
+                            {c.level === "writes"
+                              ? "The write level creates test records, so it is not run from this page: run `crm-relay bridge check` with `--writes` on a test tenant."
+                              : c.detail}
+                          </div>
+                        )}
                       </td>
                     </tr>
                   ))}
