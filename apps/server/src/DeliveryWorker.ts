@@ -10,10 +10,13 @@ import type { Notifier } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Workers from "./Workers.js"
 
-/** The webhook delivery worker. */
-export const deliveryWorker: Workers.Worker<
+/** The webhook delivery worker with `options` (e.g. the auto-disable policy from the settings). */
+export const deliveryWorkerWith = (options: DeliveryWorker.DeliveryWorkerOptions): Workers.Worker<
   Egress | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
-> = {
+> => ({
   name: "webhook-delivery",
-  run: DeliveryWorker.run()
-}
+  run: DeliveryWorker.run(options)
+})
+
+/** The webhook delivery worker. */
+export const deliveryWorker = deliveryWorkerWith({})

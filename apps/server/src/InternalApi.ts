@@ -18,6 +18,7 @@ import * as ConnectionsApi from "./api/ConnectionsApi.js"
 import * as DeliveriesApi from "./api/DeliveriesApi.js"
 import * as InCallApi from "./api/InCallApi.js"
 import * as ListingsApi from "./api/ListingsApi.js"
+import { SubscriptionLifecycleGroup } from "@crm-relay/contract/InternalApi/SubscriptionLifecycleApi"
 
 /** Bearer `ADMIN_TOKEN`. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/server/AdminAuth", {
@@ -110,4 +111,5 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ListingsApi.AccountListingGroup.middleware(AdminAuth))
   .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
   .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
+  .add(SubscriptionLifecycleGroup.middleware(AdminAuth))
 {}

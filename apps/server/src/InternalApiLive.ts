@@ -14,6 +14,7 @@ import * as ConnectionsApiLive from "./api/ConnectionsApiLive.js"
 import * as DeliveriesApiLive from "./api/DeliveriesApiLive.js"
 import * as InCallApiLive from "./api/InCallApiLive.js"
 import * as ListingsApiLive from "./api/ListingsApiLive.js"
+import * as SubscriptionLifecycleApiLive from "./http/internal/SubscriptionLifecycleApiLive.js"
 
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()
 
@@ -97,6 +98,6 @@ const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
 /** The internal API with its handlers, guarded by `token`. */
 export const layer = (token: Redacted.Redacted<string>) =>
   HttpApiBuilder.api(InternalApi).pipe(
-    Layer.provide([AccountsLive, KeysLive, OperationsLive, HealthLive, CallsApiLive.layer, ConnectionsApiLive.layer, InCallApiLive.layer, DeliveriesApiLive.layer, ListingsApiLive.layer]),
+    Layer.provide([AccountsLive, KeysLive, OperationsLive, HealthLive, CallsApiLive.layer, ConnectionsApiLive.layer, InCallApiLive.layer, DeliveriesApiLive.layer, ListingsApiLive.layer, SubscriptionLifecycleApiLive.layer]),
     Layer.provide(AdminAuthLive(token))
   )

@@ -20,8 +20,9 @@ import * as Metrics from "./Metrics.js"
 import { serveApi } from "./internal/serveApi.js"
 import * as ServerFile from "./ServerFile.js"
 import * as TraceSampling from "./TraceSampling.js"
-import type { Role, Settings } from "./Settings.js"
+import type { LifecycleSettings, Role, Settings } from "./Settings.js"
 import * as Workers from "./Workers.js"
+import * as LifecycleWorkers from "./workers/LifecycleWorkers.js"
 
 /** Where this server listens: the public API only when its role serves it. */
 export class Listening extends Context.Tag("@crm-relay/server/Listening")<
@@ -53,6 +54,8 @@ export interface ServeOptions {
   readonly bridge?: Layer.Layer<BridgeLayers.Services, ConfigError.ConfigError> | undefined
   /** The master keys of the Vault; when not given, one random key shared by this process's servers (tests). */
   readonly masterKeys?: Vault.MasterKeys | undefined
+  /** Retention and auto-disable; the defaults when not given. */
+  readonly lifecycle?: LifecycleSettings | undefined
 }
 
 /** The services the public Event API's handlers use. */
@@ -76,6 +79,7 @@ const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>):
 type WorkerServices =
   | Effect.Effect.Context<typeof CallPipeline.pushWorker.run>
   | Effect.Effect.Context<typeof DeliveryWorker.deliveryWorker.run>
+  | Effect.Effect.Context<typeof LifecycleWorkers.recoveryWorker.run>
 
 /** The server over a database provided by the caller (tests share one between instances). */
 export const layerWithDatabase = (options: ServeOptions) => {
@@ -127,7 +131,14 @@ export const layerWithDatabase = (options: ServeOptions) => {
     })
   )
 
-  return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, [CallPipeline.pushWorker, DeliveryWorker.deliveryWorker])).pipe(
+  const lifecycle = options.lifecycle ?? LifecycleWorkers.defaults
+  const workers = [
+    CallPipeline.pushWorker,
+    DeliveryWorker.deliveryWorkerWith({ autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle) }),
+    LifecycleWorkers.recoveryWorker,
+    LifecycleWorkers.retentionWorker(LifecycleWorkers.retentionPolicy(lifecycle))
+  ]
+  return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, workers)).pipe(
     Layer.provide(Layer.merge(internalApi, publicApi)),
     Layer.provideMerge(CallPipeline.ServicesLive),
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
@@ -148,7 +159,8 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         adminPort: settings.adminPort,
         adminToken,
         dataDir: Option.some(settings.dataDir),
-        masterKeys
+        masterKeys,
+        lifecycle: settings.lifecycle
       }).pipe(
         Layer.provideMerge(
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })

@@ -3,7 +3,9 @@
  *
  * The `deliveries` table (migration 0001; rows written by `Fanout`) is a
  * `JobQueue` table: `pending` → `delivered`, or `failed` (refused target,
- * removed subscription, or the retry schedule ended). `attempts` counts the
+ * removed subscription, or the retry schedule ended), or `ended` with an
+ * `end_reason` (SubscriptionLifecycle: the receiver is gone, asked to abort
+ * the message, or the subscription is disabled). `attempts` counts the
  * attempts of the current run; a replay queues the same row (same id, so
  * the same `webhook-id`) again with a fresh count. Every attempt is a row of
  * `delivery_attempts` (migration 0004), written in the same statement that
@@ -19,9 +21,10 @@ import { Effect, Option, Schema } from "effect"
 import { DEFAULT_PAGE, MAX_PAGE } from "./DeliveryPages.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { UnknownCursor } from "./Page.js"
+import { claimedStateSql } from "./SubscriptionLifecycle.js"
 
 /** A delivery's state. */
-export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed").annotations({ identifier: "DeliveryStatus" })
+export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended").annotations({ identifier: "DeliveryStatus" })
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
 /** What the worker reads with each claimed delivery. */
@@ -31,7 +34,10 @@ export const DeliveryJob = Schema.Struct({
   /** The stored payload as JSON text: exactly the bytes sent and signed. */
   body: Schema.String,
   /** True when the subscription was removed since the fan-out (null: none recorded). */
-  subscription_removed: Schema.NullOr(Schema.Boolean)
+  subscription_removed: Schema.NullOr(Schema.Boolean),
+  subscription_id: Schema.NullOr(Schema.String),
+  /** The subscription's state at the claim (SubscriptionLifecycle.ClaimedState; null: none recorded). */
+  subscription_state: Schema.NullOr(Schema.Literal("active", "failing", "removed", "gone", "disabled"))
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 
@@ -43,11 +49,12 @@ export const table = JobQueue.table({
   row: DeliveryJob,
   traced: true,
   select: `account_id, target_url, payload::text AS body,
-    (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed`
+    (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
+    subscription_id, ${claimedStateSql} AS subscription_state`
 })
 
 /** What became of one attempt. */
-export const AttemptResult = Schema.Literal("delivered", "retry", "failed")
+export const AttemptResult = Schema.Literal("delivered", "retry", "failed", "ended")
 export type AttemptResult = typeof AttemptResult.Type
 
 /** One logged attempt. */
@@ -72,6 +79,8 @@ export const Delivery = Schema.Struct({
   status: DeliveryStatus,
   attempts: Schema.Int,
   last_error: Schema.NullOr(Schema.String),
+  /** Why an `ended` delivery ended: gone, aborted or disabled. */
+  end_reason: Schema.NullOr(Schema.String),
   next_attempt_at: Schema.DateFromSelf,
   created_at: Schema.DateFromSelf,
   delivered_at: Schema.NullOr(Schema.DateFromSelf),
@@ -133,7 +142,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
     const decodeDeliveries = Schema.decodeUnknown(Schema.Array(Delivery))
     const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
 
-    const columns = sql`d.id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error,
+    const columns = sql`d.id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
       d.next_attempt_at, d.created_at, d.delivered_at,
       a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class`
     const lastAttempt = sql`LEFT JOIN LATERAL (

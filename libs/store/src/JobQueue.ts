@@ -7,7 +7,7 @@
  * | column            | type                          | meaning                                              |
  * |-------------------|-------------------------------|------------------------------------------------------|
  * | id                | uuid (or text) PRIMARY KEY    | the job                                              |
- * | status            | text NOT NULL                 | `pending`, the table's completed status, or `failed` |
+ * | status            | text NOT NULL                 | `pending`, the completed status, `failed` (`ended`)  |
  * | attempts          | integer NOT NULL DEFAULT 0    | claims of the current run (reset by `replay`)        |
  * | next_attempt_at   | timestamptz NOT NULL          | not claimed before this time                         |
  * | lease_owner       | text                          | the runner holding the lease, NULL when none         |
@@ -154,6 +154,12 @@ export type JobResult = Data.TaggedEnum<{
   }
   /** Failed for good: status `failed` (replayable). */
   DeadLetter: FinishExtras & { readonly error: string; readonly record?: Effect.Effect<void, SqlError> | undefined }
+  /**
+   * Ended for good, neither completed nor failed: status `ended` (the table
+   * must allow it), e.g. a receiver that asked for no more retries. `error`
+   * says why; replayable like a failed job.
+   */
+  End: FinishExtras & { readonly error: string; readonly record?: Effect.Effect<void, SqlError> | undefined }
 }>
 
 /** Constructors of `JobResult`. */
@@ -177,6 +183,8 @@ export interface JobQueue<A> {
   readonly retry: (id: string, delay: Duration.DurationInput, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
   /** Marks the job failed for good; false when this owner no longer holds it. */
   readonly deadLetter: (id: string, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
+  /** Marks the job ended (status `ended`); false when this owner no longer holds it. */
+  readonly end: (id: string, error: string, extras?: FinishExtras) => Effect.Effect<boolean>
   /** Gives back the leases of `ids` (and their attempts): due again at once. Returns how many. */
   readonly release: (ids: ReadonlyArray<string>) => Effect.Effect<number>
   /** The earliest time a currently unclaimable pending row becomes claimable, if any. */
@@ -282,6 +290,9 @@ export const make = <A>(
     const deadLetter = (id: string, error: string, extras?: FinishExtras) =>
       finish(id, sql`status = 'failed', last_error = ${shorten(error)}`, extras)
 
+    const end = (id: string, error: string, extras?: FinishExtras) =>
+      finish(id, sql`status = 'ended', last_error = ${shorten(error)}`, extras)
+
     const release = (ids: ReadonlyArray<string>) =>
       ids.length === 0
         ? Effect.succeed(0)
@@ -300,7 +311,7 @@ export const make = <A>(
       Effect.orDie
     )
 
-    return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, release, nextDue }
+    return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, end, release, nextDue }
   })
 
 /** How much work waits in a queue table (see `depth`). */
@@ -439,7 +450,7 @@ export const releaseOtherProcesses = <A>(jobs: JobTable<A>): Effect.Effect<numbe
 
 /** Jobs run, by queue (table) and result: completed, retried, dead_lettered (metric). */
 export const jobsRun = Metric.counter("crm_relay_jobs_total", {
-  description: "Job runs (one per attempt) by queue table (crm_push_jobs, deliveries) and result: completed, retried or dead_lettered.",
+  description: "Job runs (one per attempt) by queue table (crm_push_jobs, deliveries) and result: completed, retried, dead_lettered or ended.",
   incremental: true
 })
 /** Time a job's attempt took, handler and result stored, by queue (metric). */
@@ -449,7 +460,7 @@ export const jobSeconds = Metric.histogram(
   "Duration of one job attempt in seconds (handler and result stored), by queue table and result."
 )
 
-const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered" } as const
+const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered", End: "ended" } as const
 
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
@@ -495,7 +506,8 @@ export const run = <A, R>(
       const change = JobResult.$match(result, {
         Complete: () => queue.complete(job.id, extras),
         Retry: ({ delay, error }) => queue.retry(job.id, delay, error, extras),
-        DeadLetter: ({ error }) => queue.deadLetter(job.id, error, extras)
+        DeadLetter: ({ error }) => queue.deadLetter(job.id, error, extras),
+        End: ({ error }) => queue.end(job.id, error, extras)
       })
       const stored = result.record === undefined ? change : sql.withTransaction(Effect.zipRight(result.record, change))
       return stored.pipe(
@@ -517,12 +529,14 @@ export const run = <A, R>(
     const counted = {
       Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
       Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
+      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter),
+      End: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.End)
     }
     const timed = {
       Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
       Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
+      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter),
+      End: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.End)
     }
     const clock = yield* Effect.clock
     const observe = (result: JobResult, started: bigint) =>

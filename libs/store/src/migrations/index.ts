@@ -10,6 +10,7 @@ import webhookDelivery from "./0004_webhook_delivery.js"
 import insertionOrder from "./0005_insertion_order.js"
 import traceContext from "./0006_trace_context.js"
 import operatorListings from "./0007_operator_listings.js"
+import receiverLifecycle from "./0009_receiver_lifecycle.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -19,5 +20,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0004_webhook_delivery": webhookDelivery,
   "0005_insertion_order": insertionOrder,
   "0006_trace_context": traceContext,
-  "0007_operator_listings": operatorListings
+  "0007_operator_listings": operatorListings,
+  "0009_receiver_lifecycle": receiverLifecycle
 }
