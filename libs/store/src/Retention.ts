@@ -198,8 +198,19 @@ export const round = (policy: RetentionPolicy): Effect.Effect<RoundResult, never
     return { pruned, payloadsDropped, batches }
   }).pipe(Effect.orDie, Effect.withSpan("Retention.round"))
 
-/** Prunes a round every `policy.interval` until interrupted; a failed round is logged and tried again next time. */
+/**
+ * Prunes a round every `policy.interval` until interrupted; a failed round is
+ * logged and tried again next time. An invalid policy prunes nothing (logged).
+ */
 export const run = (policy: RetentionPolicy): Effect.Effect<never, never, SqlClient.SqlClient> =>
+  validate(policy).pipe(
+    Effect.matchEffect({
+      onFailure: (error) => Effect.zipRight(Effect.logError(`Retention is off: ${error.message}`), Effect.never),
+      onSuccess: rounds
+    })
+  )
+
+const rounds = (policy: RetentionPolicy): Effect.Effect<never, never, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const result = yield* round(policy)
     const total = Object.values(result.pruned).reduce((a, b) => a + b, 0)
