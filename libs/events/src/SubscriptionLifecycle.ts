@@ -204,7 +204,7 @@ export class SubscriptionLifecycle extends Effect.Service<SubscriptionLifecycle>
           const at = yield* nowDate
           yield* sql`UPDATE subscriptions SET disabled_at = ${at}, disabled_reason = ${reason.slice(0, 500)}
             WHERE id = ${id}`.pipe(Effect.orDie)
-          yield* endPending(id, "disabled", null).pipe(Effect.orDie)
+          yield* endPending(id, "disabled", null).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
           return "disabled" as const
         })).pipe(Effect.catchTag("SqlError", Effect.die))
         if (outcome === "disabled") {

@@ -9,6 +9,7 @@ import { type Context, Effect } from "effect"
 import type * as Admin from "../AdminOperations.js"
 import type { AccountView, KeyView, SubscriptionView } from "../api/ListingsApi.js"
 import * as Flags from "./Flags.js"
+import { describeStatus, lifecycleCommands } from "./SubscriptionsCli.js"
 import { json, print } from "./Output.js"
 
 // Loaded when the command runs: help and the other commands never load the data access.
@@ -24,7 +25,7 @@ const describeKey = (k: KeyView) =>
   `${k.disabled ? `  disabled ${k.disabled_at}` : ""}`
 
 const describeSubscription = (s: SubscriptionView) =>
-  `${s.id}  ${s.event}  ${s.target}  created ${s.created_at} by key ${s.created_by_key_id}`
+  `${describeStatus(s)}\n    created ${s.created_at} by key ${s.created_by_key_id}`
 
 const listAccounts = Command.make("list", { limit: Flags.limit, cursor: Flags.cursor, json }, (flags) =>
   withOperations((operations) =>
@@ -125,6 +126,6 @@ const removeSubscription = Command.make(
 
 /** `crm-relay subscriptions`. */
 export const subscriptions = Command.make("subscriptions").pipe(
-  Command.withDescription("See and remove the REST-hook subscriptions of an account."),
-  Command.withSubcommands([listSubscriptions, removeSubscription])
+  Command.withDescription("See, remove, disable, enable and recover the REST-hook subscriptions of an account."),
+  Command.withSubcommands([listSubscriptions, removeSubscription, ...lifecycleCommands])
 )
