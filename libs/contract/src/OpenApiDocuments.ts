@@ -1,12 +1,14 @@
 /**
  * The two published OpenAPI 3.1 documents, generated from the HttpApi classes
- * and enriched with the examples of `Examples.ts`.
+ * and enriched with the examples of `Examples.ts`; the Event API's also
+ * describes the deliveries a receiver gets (`webhooks`).
  */
 import { OpenApi } from "@effect/platform"
 import { BridgeApi } from "./BridgeApi.js"
 import { EventApi } from "./EventApi.js"
 import * as Examples from "./Examples.js"
 import { withExamples } from "./internal/openapi.js"
+import { withWebhooks } from "./internal/webhooks.js"
 
 /** Serialization rule 3: receivers accept additional unknown fields. */
 const options = { additionalPropertiesStrategy: "allow" } as const
@@ -43,7 +45,7 @@ export const DOCUMENTS = {
   "crm-bridge.openapi.json": () =>
     withExamples(OpenApi.fromApi(BridgeApi, options), bridgeExamples, componentExamples),
   "event-api.openapi.json": () =>
-    withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples)
+    withWebhooks(withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples))
 } as const
 
 /** The text written to disk: two-space JSON with a final newline. */
