@@ -87,10 +87,16 @@ export const keyCommands = [listKeys] as const
 
 const listSubscriptions = Command.make(
   "list",
-  { account: account("subscriptions to list"), limit: Flags.limit, cursor: Flags.cursor, json },
-  ({ account, json, ...flags }) =>
+  {
+    account: account("subscriptions to list"),
+    removed: Options.boolean("removed").pipe(Options.withDescription("List removed subscriptions too (when, and why: gone after a 410).")),
+    limit: Flags.limit,
+    cursor: Flags.cursor,
+    json
+  },
+  ({ account, json, removed, ...flags }) =>
     withOperations((operations) =>
-      Effect.flatMap(operations.listSubscriptions(account, Flags.pageRequest(flags)), (page) =>
+      Effect.flatMap(operations.listSubscriptions(account, Flags.pageRequest(flags), removed), (page) =>
         print(
           json,
           page,
@@ -98,13 +104,13 @@ const listSubscriptions = Command.make(
             page.subscriptions.length === 0
               ? `Account ${account} has no active subscriptions.`
               : page.subscriptions.map(describeSubscription).join("\n"),
-            ...Flags.moreLine(page.next_cursor, `crm-relay subscriptions list --account ${account}`)
+            ...Flags.moreLine(page.next_cursor, `crm-relay subscriptions list --account ${account}${removed ? " --removed" : ""}`)
           ].join("\n")
         ))
     )
 ).pipe(
   Command.withDescription(
-    "List an account's active subscriptions (REST hooks), oldest first: id, event, receiver URL (query hidden), created, creating key."
+    "List an account's active subscriptions (REST hooks), oldest first: id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
   )
 )
 
