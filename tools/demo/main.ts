@@ -15,7 +15,7 @@
  * temporary directory.
  */
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
-import { Certificate } from "@crm-relay/testing"
+import { Certificate, ServerProcess, WebhookReceiver } from "@crm-relay/testing"
 import { NodeRuntime } from "@effect/platform-node"
 import { Cause, Console, Data, Effect, Option, Schedule } from "effect"
 import { randomBytes, randomUUID } from "node:crypto"
@@ -24,8 +24,6 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { Webhook } from "standardwebhooks"
 import { type Json, jsonRequest } from "./http.js"
-import { startReceiver } from "./receiver.js"
-import { startServer } from "./server.js"
 
 /** A hop of the demo failed; `hop` names it. */
 class HopFailed extends Data.TaggedError("HopFailed")<{ readonly hop: string; readonly message: string }> {}
@@ -99,7 +97,7 @@ const program = Effect.gen(function*() {
         urlHost: "127.0.0.1",
         tls: { ca: ca.cert, ...bridgeCert }
       })
-      const receiver = yield* startReceiver(yield* Certificate.issue(ca))
+      const receiver = yield* WebhookReceiver.startReceiver(yield* Certificate.issue(ca))
       yield* detail(`bridge:   ${bridge.restBaseUrl} (tenant ${TENANT})`)
       yield* detail(`receiver: ${receiver.url}`)
       yield* detail(`CA:       ${caFile}`)
@@ -112,7 +110,7 @@ const program = Effect.gen(function*() {
     Effect.gen(function*() {
       yield* detail("EGRESS_ALLOW_PRIVATE=127.0.0.1/32 lets egress reach the loopback bridge and receiver (never in production);")
       yield* detail(`NODE_EXTRA_CA_CERTS=${caFile} makes the server trust their certificates.`)
-      const server = yield* startServer({
+      const server = yield* ServerProcess.startServer({
         dataDir: Path.join(dir, "data"),
         env: { EGRESS_ALLOW_PRIVATE: "127.0.0.1/32", NODE_EXTRA_CA_CERTS: caFile }
       })

@@ -1,11 +1,11 @@
 /**
  * `npm run readme`: regenerates the configuration table of README.md from
- * the settings the binary reads (apps/server/src/Settings.ts).
+ * the settings the binary reads (apps/server/src/config/Settings.ts).
  */
 import { FileSystem, Path } from "@effect/platform"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import * as Settings from "@crm-relay/server/Settings"
-import * as SettingsDoc from "@crm-relay/server/SettingsDoc"
+import * as Settings from "@crm-relay/server/config/Settings"
+import * as SettingsDoc from "@crm-relay/server/config/SettingsDoc"
 import { Effect } from "effect"
 
 const program = Effect.gen(function*() {

@@ -5,9 +5,9 @@ import { ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
-import { AdminError } from "./AdminError.js"
-import * as Cli from "./Cli.js"
-import * as Logging from "./Logging.js"
+import { AdminError } from "./cli/AdminError.js"
+import * as Cli from "./cli/Cli.js"
+import * as Logging from "./observability/Logging.js"
 
 type Failure = Effect.Effect.Error<ReturnType<typeof Cli.run>>
 

@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Database, PgliteClient, TestDatabase } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
-import * as Server from "../src/Server.js"
+import * as Server from "../src/http/Server.js"
 import * as TcpProxy from "./support/TcpProxy.js"
 import { accountWithKey, bearer, jsonWith, layerServer, replica, request, start } from "./support/TestServer.js"
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FetchHttpClient } from "@effect/platform"
 import { Effect, Layer, Redacted, Schema } from "effect"
-import { AdminOperations, layerRemote } from "../src/AdminOperations.js"
+import { AdminOperations, layerRemote } from "../src/cli/AdminOperations.js"
 import { ADMIN_TOKEN, adminHeaders as admin, bearer, request, TestServerLive, urls } from "./support/TestServer.js"
 const isUuid = Schema.is(Schema.UUID)
 

@@ -3,7 +3,7 @@ import { Vault } from "@crm-relay/store"
 import { Effect, Either, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import * as MasterKey from "../src/MasterKey.js"
+import * as MasterKey from "../src/config/MasterKey.js"
 import { tempDir } from "./support/TempDir.js"
 
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Metric, MetricBoundaries } from "effect"
 import parsePrometheusTextFormat from "parse-prometheus-text-format"
-import { serialize } from "../src/internal/prometheus.js"
+import { serialize } from "../src/observability/prometheus.js"
 
 const only = (prefix: string) => Metric.unsafeSnapshot().filter((pair) => pair.metricKey.name.startsWith(prefix))
 

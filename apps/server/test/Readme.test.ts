@@ -1,8 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
-import * as Settings from "../src/Settings.js"
-import * as SettingsDoc from "../src/SettingsDoc.js"
+import * as Settings from "../src/config/Settings.js"
+import * as SettingsDoc from "../src/config/SettingsDoc.js"
 
 const readme = readFileSync(join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Duration, Effect, LogLevel, Option, Redacted } from "effect"
-import * as Settings from "../src/Settings.js"
+import * as Settings from "../src/config/Settings.js"
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 

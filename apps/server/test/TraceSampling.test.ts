@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Tracer } from "effect"
-import * as TraceSampling from "../src/TraceSampling.js"
+import * as TraceSampling from "../src/observability/TraceSampling.js"
 
 /** The current span inside a `name` span, and the one inside a child of it. */
 const rootAndChild = Effect.gen(function*() {

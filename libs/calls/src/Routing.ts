@@ -12,30 +12,20 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Audit from "@crm-relay/store/Audit"
 import { Effect, Option, Schema } from "effect"
-import type { CallOutcome } from "./Outcomes/CallOutcome.js"
-import { Classification, DEFAULT_PUSH_CLASSIFICATIONS } from "./Outcomes/CallOutcome.js"
+import type { CallOutcome } from "@crm-relay/contract/CallOutcome"
+import { DEFAULT_PUSH_CLASSIFICATIONS } from "@crm-relay/contract/CallOutcome"
+import { RoutingRules, RoutingRulesPatch } from "@crm-relay/contract/Calls"
+
+/** Described in the contract, where the internal API takes it. */
+export { RoutingRules, RoutingRulesPatch }
 
 /** Classifications that never produce a push or an event, whatever the rules say. */
 export const NEVER_ROUTED: ReadonlyArray<string> = ["spam"]
 
-/** An account's routing rules. */
-export const RoutingRules = Schema.Struct({
-  /** Whether outcomes of a live account with a bridge connection are pushed to the CRM. */
-  crm_push: Schema.Boolean,
-  /** The classifications that are pushed and announced; every other one is only stored. */
-  classifications: Schema.Array(Classification).pipe(Schema.maxItems(50))
-}).annotations({ identifier: "RoutingRules" })
-export type RoutingRules = typeof RoutingRules.Type
 
 /** The rules of an account that never set any. */
 export const DEFAULT_RULES: RoutingRules = { crm_push: true, classifications: DEFAULT_PUSH_CLASSIFICATIONS }
 
-/** A change of rules: each field optional, the others kept. */
-export const RoutingRulesPatch = Schema.Struct({
-  crm_push: Schema.optionalWith(Schema.Boolean, { exact: true }),
-  classifications: Schema.optionalWith(Schema.Array(Classification).pipe(Schema.maxItems(50)), { exact: true })
-}).annotations({ identifier: "RoutingRulesPatch" })
-export type RoutingRulesPatch = typeof RoutingRulesPatch.Type
 
 /** What happens to an accepted outcome. */
 export type Route =

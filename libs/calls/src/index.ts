@@ -3,7 +3,7 @@
  * credentials, in-call operations, call outcomes, and the post-call CRM push.
  */
 export * as Announcement from "./Outcomes/Announcement.js"
-export * as CallOutcome from "./Outcomes/CallOutcome.js"
+export * as CallOutcome from "@crm-relay/contract/CallOutcome"
 export * as Connections from "./Connections.js"
 export * as CrmPushJobs from "./CrmPush/Jobs.js"
 export * as CrmPushReceipts from "./CrmPush/Receipts.js"

@@ -17,7 +17,7 @@ import { CrmPushReceipts } from "../src/CrmPush/Receipts.js"
 import { CrmPushRetry } from "../src/CrmPush/Retry.js"
 import * as CrmPushWorker from "../src/CrmPush/Worker.js"
 import { Outcomes } from "../src/Outcomes/Outcomes.js"
-import { CallOutcome } from "../src/Outcomes/CallOutcome.js"
+import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { Routing } from "../src/Routing.js"
 import { ConnectionsLive, settings, TENANT } from "./ConnectionsHarness.js"
 

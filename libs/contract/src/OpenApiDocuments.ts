@@ -1,11 +1,12 @@
 /**
- * The two published OpenAPI 3.1 documents, generated from the HttpApi classes
+ * The three published OpenAPI 3.1 documents (bridge contract, Event API, internal API), generated from the HttpApi classes
  * and enriched with the examples of `Examples.ts`; the Event API's also
  * describes the deliveries a receiver gets (`webhooks`).
  */
 import { OpenApi } from "@effect/platform"
 import { BridgeApi } from "./BridgeApi.js"
 import { EventApi } from "./EventApi.js"
+import { InternalApi } from "./InternalApi.js"
 import * as Examples from "./Examples.js"
 import { withExamples } from "./internal/openapi.js"
 import { withWebhooks } from "./internal/webhooks.js"
@@ -45,7 +46,8 @@ export const DOCUMENTS = {
   "crm-bridge.openapi.json": () =>
     withExamples(OpenApi.fromApi(BridgeApi, options), bridgeExamples, componentExamples),
   "event-api.openapi.json": () =>
-    withWebhooks(withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples))
+    withWebhooks(withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples)),
+  "internal-api.openapi.json": () => OpenApi.fromApi(InternalApi, options)
 } as const
 
 /** The text written to disk: two-space JSON with a final newline. */

@@ -17,6 +17,9 @@ export const ContractVersion = Schema.Literal(CONTRACT_VERSION).annotations({
   description: "Always `svc.crm.v1`."
 })
 
+/** Any JSON value, stored or shown as received (a receipt, an outcome's body). */
+export const Json = Schema.Unknown.annotations({ identifier: "Json", description: "Any JSON value.", jsonSchema: {} })
+
 /** A string with at least one non-whitespace character (receipt ids). */
 export const NonBlankString = Schema.String.pipe(
   Schema.filter((s) => s.trim().length > 0, {

@@ -10,44 +10,14 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
 import { type Page, pageOf, UnknownCursor } from "./Page.js"
+import { Account, AccountDetail, AccountMode, AccountName, AccountSummary } from "@crm-relay/contract/Accounts"
 
 /** An account id (UUID), as the contract brands it. */
 export const AccountId = EventApi.AccountId
 export type AccountId = EventApi.AccountId
 
-/** How an account's calls are handled: `live`, or `demo`/`sandbox` (never a real CRM). */
-export const AccountMode = Schema.Literal("live", "demo", "sandbox").annotations({ identifier: "AccountMode" })
-export type AccountMode = typeof AccountMode.Type
-
-/** An account's display name: 1 to 200 characters, trimmed. */
-export const AccountName = Schema.Trim.pipe(
-  Schema.minLength(1, { message: () => "name must not be empty" }),
-  Schema.maxLength(200, { message: () => "name must be at most 200 characters" })
-)
-
-/** An account as stored. */
-export const Account = Schema.Struct({ id: AccountId, name: Schema.String, mode: AccountMode }).annotations({
-  identifier: "Account"
-})
-export type Account = typeof Account.Type
-
-/** An account in the operator's listing. */
-export const AccountSummary = Schema.Struct({
-  id: AccountId,
-  name: Schema.String,
-  mode: AccountMode,
-  created_at: Schema.DateFromSelf
-}).annotations({ identifier: "AccountSummary" })
-export type AccountSummary = typeof AccountSummary.Type
-
-/** An account and what it holds, counted. */
-export const AccountDetail = Schema.Struct({
-  ...AccountSummary.fields,
-  active_keys: Schema.NumberFromString.pipe(Schema.int()),
-  subscriptions: Schema.NumberFromString.pipe(Schema.int()),
-  connections: Schema.NumberFromString.pipe(Schema.int())
-}).annotations({ identifier: "AccountDetail" })
-export type AccountDetail = typeof AccountDetail.Type
+/** The account payloads are described in the contract, where the internal API and the Integrations area take them. */
+export { Account, AccountDetail, AccountMode, AccountName, AccountSummary }
 
 /** Creates and reads accounts. */
 export class Accounts extends Effect.Service<Accounts>()("@crm-relay/events/Accounts", {

@@ -18,14 +18,14 @@ import { JobQueue } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
-import { DEFAULT_PAGE, MAX_PAGE } from "./DeliveryPages.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
-import { UnknownCursor } from "./Page.js"
+import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
+import { AttemptResult, DeliveryStatus } from "@crm-relay/contract/Deliveries"
 import { claimedStateSql } from "./SubscriptionLifecycle.js"
 
-/** A delivery's state. */
-export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended").annotations({ identifier: "DeliveryStatus" })
-export type DeliveryStatus = typeof DeliveryStatus.Type
+/** Described in the contract, where the internal API takes it. */
+export { AttemptResult, DeliveryStatus }
+
 
 /** What the worker reads with each claimed delivery. */
 export const DeliveryJob = Schema.Struct({
@@ -53,9 +53,6 @@ export const table = JobQueue.table({
     subscription_id, ${claimedStateSql} AS subscription_state`
 })
 
-/** What became of one attempt. */
-export const AttemptResult = Schema.Literal("delivered", "retry", "failed", "ended")
-export type AttemptResult = typeof AttemptResult.Type
 
 /** One logged attempt. */
 export const Attempt = Schema.Struct({
@@ -159,7 +156,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         accountId: string,
         options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
       ) {
-        const limit = Math.min(MAX_PAGE, Math.max(1, Math.trunc(options.limit ?? DEFAULT_PAGE)))
+        const limit = clampLimit(options.limit)
         if (!isUuid(accountId)) return { deliveries: [], nextCursor: Option.none() } satisfies DeliveryPage
         const cursor = options.cursor
         if (cursor !== undefined) {
@@ -190,7 +187,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         readonly limit?: number | undefined
         readonly cursor?: string | undefined
       }) {
-        const limit = Math.min(MAX_PAGE, Math.max(1, Math.trunc(options.limit ?? DEFAULT_PAGE)))
+        const limit = clampLimit(options.limit)
         const { accountId, cursor, since } = options
         if ((accountId !== undefined && !isUuid(accountId)) || options.statuses.length === 0) {
           return { deliveries: [], nextCursor: Option.none() } satisfies DeliveryPage

@@ -18,12 +18,10 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { AccountId } from "./Accounts.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { type Page, pageOf, type UnknownCursor } from "./Page.js"
+import { IntegrationKeyId } from "@crm-relay/contract/Accounts"
 
-/** An integration key's id (UUID): safe to show and log, unlike the key. */
-export const IntegrationKeyId = Schema.UUID.pipe(Schema.brand("IntegrationKeyId")).annotations({
-  identifier: "IntegrationKeyId"
-})
-export type IntegrationKeyId = typeof IntegrationKeyId.Type
+/** Described in the contract, with the account payloads. */
+export { IntegrationKeyId }
 
 /** Every key starts with this, so leaked keys are easy to recognise (and scan for). */
 export const KEY_PREFIX = "crk_"

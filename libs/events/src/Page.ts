@@ -3,11 +3,11 @@
  * order (insertion order, `seq`), and the cursor of the next page is the id
  * of the last row shown, so rows added meanwhile never shift a page.
  */
+import { clampLimit, DEFAULT_PAGE, MAX_PAGE } from "@crm-relay/contract/Pages"
 import { Data, Effect, Option } from "effect"
 
-/** Default and largest page sizes of the listings. */
-export const DEFAULT_PAGE = 50
-export const MAX_PAGE = 200
+/** Page sizes of the listings, and `limit` clamped to them (the contract's). */
+export { clampLimit, DEFAULT_PAGE, MAX_PAGE }
 
 /** A page of rows and the cursor of the next one (none on the last page). */
 export interface Page<A> {
@@ -18,9 +18,6 @@ export interface Page<A> {
 /** The cursor is not a row of the listing. */
 export class UnknownCursor extends Data.TaggedError("UnknownCursor")<{ readonly cursor: string }> {}
 
-/** `limit` clamped to 1..MAX_PAGE (DEFAULT_PAGE when not given). */
-export const clampLimit = (limit: number | undefined): number =>
-  Math.min(MAX_PAGE, Math.max(1, Math.trunc(limit ?? DEFAULT_PAGE)))
 
 /**
  * Reads one page with `fetch(after, limit + 1)` (the extra row tells whether

@@ -11,7 +11,7 @@
  * on a violation. The same seed sends the same requests.
  */
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
-import * as Server from "@crm-relay/server/Server"
+import * as Server from "@crm-relay/server/http/Server"
 import { TestDatabase } from "@crm-relay/store"
 import { EventApiFuzz } from "@crm-relay/testing"
 import { Console, Context, Effect, Layer, Option, Redacted } from "effect"

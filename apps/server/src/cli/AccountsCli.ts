@@ -6,15 +6,15 @@
  */
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect } from "effect"
-import type * as Admin from "../AdminOperations.js"
-import type { AccountView, KeyView, SubscriptionView } from "../api/ListingsApi.js"
+import type * as Admin from "./AdminOperations.js"
+import type { AccountView, KeyView, SubscriptionView } from "@crm-relay/contract/InternalApi/ListingsApi"
 import * as Flags from "./Flags.js"
 import { describeStatus, lifecycleCommands } from "./SubscriptionsCli.js"
 import { json, print } from "./Output.js"
 
 // Loaded when the command runs: help and the other commands never load the data access.
 const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.AdminOperations>) => Effect.Effect<A, E>) =>
-  Effect.flatMap(Effect.promise(() => import("../AdminOperations.js")), (admin) => admin.withOperations(f))
+  Effect.flatMap(Effect.promise(() => import("./AdminOperations.js")), (admin) => admin.withOperations(f))
 
 const account = (what: string) => Options.text("account").pipe(Options.withDescription(`Id of the account whose ${what}.`))
 

@@ -12,12 +12,12 @@ import { Database, DataDirLock } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { ErrorResponses } from "@crm-relay/events"
 import { type Context, Duration, Effect, Layer, Option, ParseResult, Redacted, Schedule } from "effect"
-import { AdminError, databaseFailure, refused } from "../AdminError.js"
-import * as AdminToken from "../AdminToken.js"
-import { InternalApi } from "../InternalApi.js"
-import * as Logging from "../Logging.js"
-import * as ServerFile from "../ServerFile.js"
-import * as Settings from "../Settings.js"
+import { AdminError, databaseFailure, refused } from "./AdminError.js"
+import * as AdminToken from "../config/AdminToken.js"
+import { InternalApi } from "@crm-relay/contract/InternalApi"
+import * as Logging from "../observability/Logging.js"
+import * as ServerFile from "../config/ServerFile.js"
+import * as Settings from "../config/Settings.js"
 
 const makeClient = (baseUrl: string, token: Redacted.Redacted<string>) =>
   HttpApiClient.make(InternalApi, {

@@ -6,8 +6,8 @@
  */
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect, Option } from "effect"
-import { refused } from "../AdminError.js"
-import type { DeliveryView } from "../api/DeliveriesApi.js"
+import { refused } from "./AdminError.js"
+import type { DeliveryView } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import type * as Operations from "./DeliveryOperations.js"
 import type { SearchFilter } from "./DeliveryOperations.js"
 import * as Flags from "./Flags.js"

@@ -4,10 +4,10 @@
  * same form the internal API takes).
  */
 import { Options } from "@effect/cli"
-import * as Page from "@crm-relay/events/Page"
+import * as Page from "@crm-relay/contract/Pages"
 import { Effect, Option } from "effect"
-import { type AdminError, refused } from "../AdminError.js"
-import type { PageRequest } from "../AdminOperations.js"
+import { type AdminError, refused } from "./AdminError.js"
+import type { PageRequest } from "./AdminOperations.js"
 
 /** `--limit`: the page size. */
 export const limit = Options.integer("limit").pipe(

@@ -7,11 +7,11 @@
 import { CrmPushJobs } from "@crm-relay/calls"
 import { Migrations } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
-import { type AdminError, databaseFailure, refused } from "../AdminError.js"
-import type { PushJobView } from "../api/CallsApi.js"
-import { pushView } from "../api/CallsApiLive.js"
-import * as Replay from "../api/Replay.js"
-import type { CliSettings } from "../Settings.js"
+import { type AdminError, databaseFailure, refused } from "./AdminError.js"
+import type { PushJobView } from "@crm-relay/contract/InternalApi/CallsApi"
+import { pushView } from "../http/internal/CallsApiLive.js"
+import * as Replay from "../http/internal/Replay.js"
+import type { CliSettings } from "../config/Settings.js"
 import * as DataAccess from "./DataAccess.js"
 
 /** Listing filter. */

@@ -8,9 +8,9 @@ import type * as Api from "@crm-relay/contract/InternalApi/SubscriptionLifecycle
 import { Accounts, Recoveries, SubscriptionLifecycle } from "@crm-relay/events"
 import { Migrations } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
-import { type AdminError, databaseFailure, refused, unknownAccount } from "../AdminError.js"
+import { type AdminError, databaseFailure, refused, unknownAccount } from "./AdminError.js"
 import { messages, recoveryView, subscriptionStatus } from "../http/internal/SubscriptionLifecycleApiLive.js"
-import type { CliSettings } from "../Settings.js"
+import type { CliSettings } from "../config/Settings.js"
 import * as DataAccess from "./DataAccess.js"
 
 /** Subscription lifecycle operations for the CLI. */

@@ -8,7 +8,7 @@
 import { Command, Options } from "@effect/cli"
 import type * as Api from "@crm-relay/contract/InternalApi/SubscriptionLifecycleApi"
 import { type Context, Duration, Effect, Option } from "effect"
-import { refused } from "../AdminError.js"
+import { refused } from "./AdminError.js"
 import { json, print } from "./Output.js"
 import * as Progress from "./Progress.js"
 import type * as Operations from "./SubscriptionOperations.js"

@@ -8,8 +8,8 @@ import { Recoveries, SubscriptionLifecycle } from "@crm-relay/events"
 import { type Notifier, Retention } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Option } from "effect"
-import type { LifecycleSettings } from "../Settings.js"
-import type * as Workers from "../Workers.js"
+import type { LifecycleSettings } from "../config/Settings.js"
+import type * as Workers from "./Workers.js"
 
 /** The auto-disable policy of `settings`. */
 export const autoDisablePolicy = (settings: LifecycleSettings): SubscriptionLifecycle.AutoDisablePolicy => ({

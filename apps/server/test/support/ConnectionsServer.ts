@@ -8,7 +8,7 @@ import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import * as TestTenants from "@crm-relay/reference-bridge/TestTenants"
 import { TestDatabase, Vault } from "@crm-relay/store"
 import { Effect, Layer, Logger, LogLevel } from "effect"
-import * as Server from "../../src/Server.js"
+import * as Server from "../../src/http/Server.js"
 import { BRIDGE_HOST, bridgeSide } from "./LoopbackEgress.js"
 import { adminRequest, type Answer, layerServer as testServer } from "./TestServer.js"
 

@@ -3,7 +3,7 @@
  * parsed, for tests that assert their shape.
  */
 import { Effect, Layer, LogLevel } from "effect"
-import * as Logging from "../../src/Logging.js"
+import * as Logging from "../../src/observability/Logging.js"
 
 /** The captured lines, raw and parsed. */
 export interface LogCapture {

@@ -7,7 +7,7 @@
  */
 import { DnsResolver, Egress } from "@crm-relay/bridge"
 import { Clock, Effect, Layer } from "effect"
-import * as BridgeLayers from "../../src/BridgeLayers.js"
+import * as BridgeLayers from "../../src/workers/BridgeLayers.js"
 
 /** The name of the loopback bridges. */
 export const BRIDGE_HOST = "bridge.localhost"

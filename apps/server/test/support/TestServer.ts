@@ -6,7 +6,7 @@
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, TestDatabase } from "@crm-relay/store"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
-import * as Server from "../../src/Server.js"
+import * as Server from "../../src/http/Server.js"
 
 /** The admin token of test servers. */
 export const ADMIN_TOKEN = "test-admin-token-0123456789"

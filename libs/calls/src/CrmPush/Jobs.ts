@@ -16,6 +16,10 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Option, Schema } from "effect"
 import { CrmPushReceipts, type StoredStep } from "./Receipts.js"
+import { ErrorClass, PushJob, PushStatus } from "@crm-relay/contract/Calls"
+
+/** Described in the contract, where the internal API takes it. */
+export { ErrorClass, PushJob, PushStatus }
 
 /** What a claim of a push job returns besides its id and attempt. */
 export const PushJobRow = Schema.Struct({
@@ -29,34 +33,6 @@ export type PushJobRow = typeof PushJobRow.Type
 /** The queue table of push jobs. */
 export const jobTable = JobQueue.table({ table: "crm_push_jobs", completedStatus: "succeeded", row: PushJobRow, traced: true })
 
-/** Job status as stored. */
-export const PushStatus = Schema.Literal("pending", "succeeded", "failed")
-export type PushStatus = typeof PushStatus.Type
-
-/** Error classes a failed job can carry. */
-export const ErrorClass = Schema.Literal("Conflict", "Transient", "Auth", "Permanent", "NotSupported", "NotConfigured")
-export type ErrorClass = typeof ErrorClass.Type
-
-/** A push job as the operator sees it. */
-export const PushJob = Schema.Struct({
-  id: Schema.String,
-  call_id: Schema.String,
-  account_id: Schema.String,
-  tenant_id: Schema.String,
-  status: PushStatus,
-  attempts: Schema.Int,
-  /** Attempts of the runs before the latest replay (the history a replay keeps). */
-  previous_attempts: Schema.Int,
-  next_attempt_at: Schema.DateFromSelf,
-  error_class: Schema.NullOr(ErrorClass),
-  last_error: Schema.NullOr(Schema.String),
-  result: Schema.NullOr(Schema.Unknown),
-  replays: Schema.Int,
-  created_at: Schema.DateFromSelf,
-  updated_at: Schema.DateFromSelf,
-  finished_at: Schema.NullOr(Schema.DateFromSelf)
-}).annotations({ identifier: "PushJob" })
-export type PushJob = typeof PushJob.Type
 
 /** A push job with its stored steps. */
 export interface PushJobDetail extends PushJob {

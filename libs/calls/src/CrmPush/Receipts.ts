@@ -6,21 +6,12 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Operations } from "@crm-relay/contract"
 import { Effect, Schema } from "effect"
+import { StepOutcome, StoredStep } from "@crm-relay/contract/Calls"
 
-/** Whether the step produced a receipt, or was refused and handled (a requested booking that fell back to a lead). */
-export const StepOutcome = Schema.Literal("receipt", "refused")
-export type StepOutcome = typeof StepOutcome.Type
+/** Described in the contract, where the internal API takes it. */
+export { StepOutcome, StoredStep }
 
-/** One stored step. */
-export const StoredStep = Schema.Struct({
-  operation: Schema.Literal(...Operations.WRITE_OPERATIONS),
-  idempotency_key: Schema.String,
-  outcome: StepOutcome,
-  receipt: Schema.Unknown
-}).annotations({ identifier: "StoredStep" })
-export type StoredStep = typeof StoredStep.Type
 
 /** Reads and stores the steps of push jobs. */
 export class CrmPushReceipts extends Effect.Service<CrmPushReceipts>()("@crm-relay/calls/CrmPushReceipts", {

@@ -15,7 +15,7 @@ import type { BridgeClient, BridgeError, Transient } from "@crm-relay/bridge"
 import { IdempotencyKeys } from "@crm-relay/bridge"
 import { Operations, Resources } from "@crm-relay/contract"
 import { Effect, Either, Option, Schema } from "effect"
-import type { Booking, CallOutcome } from "../Outcomes/CallOutcome.js"
+import type { Booking, CallOutcome } from "@crm-relay/contract/CallOutcome"
 import * as Inputs from "../internal/pushInputs.js"
 import type { StoredStep } from "./Receipts.js"
 

@@ -13,7 +13,7 @@ import type { Fanout } from "@crm-relay/events"
 import { Option, Schema } from "effect"
 import type { PushResult } from "../CrmPush/Steps.js"
 import type { StoredStep } from "../CrmPush/Receipts.js"
-import type { CallOutcome } from "./CallOutcome.js"
+import type { CallOutcome } from "@crm-relay/contract/CallOutcome"
 
 const decodeUpsert = Schema.decodeUnknownOption(Operations.ContactsUpsertResponse)
 

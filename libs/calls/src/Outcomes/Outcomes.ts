@@ -17,8 +17,12 @@ import { Effect, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
 import { eventOf, withoutPush } from "./Announcement.js"
-import { CallOutcome, type CallOutcomeEncoded } from "./CallOutcome.js"
+import { CallOutcome, type CallOutcomeEncoded } from "@crm-relay/contract/CallOutcome"
 import * as Routing from "../Routing.js"
+import { Accepted, RouteName, StoredOutcome } from "@crm-relay/contract/Calls"
+
+/** Described in the contract, where the internal API takes it. */
+export { Accepted, RouteName, StoredOutcome }
 
 /** The account named by `account_id` does not exist. */
 export class UnknownAccount extends Schema.TaggedError<UnknownAccount>()("UnknownAccount", {
@@ -30,41 +34,6 @@ export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("Outc
   callId: Schema.String
 }) {}
 
-/** Where an accepted outcome went. */
-export const RouteName = Schema.Literal("push", "event", "store").annotations({ identifier: "OutcomeRoute" })
-export type RouteName = typeof RouteName.Type
-
-/** The 202 answer: what was (or, for a duplicate, had already been) done with the outcome. */
-export const Accepted = Schema.Struct({
-  call_id: Schema.String,
-  /** True when this call id had already been accepted with the same body; nothing new was queued. */
-  duplicate: Schema.Boolean,
-  /** `push`: a CRM push job was queued; `event`: the event was fanned out at once; `store`: stored only. */
-  route: RouteName,
-  /** One sentence saying why the route was chosen. */
-  reason: Schema.String,
-  /** The CRM push job, when one was queued. */
-  push_job_id: Schema.optionalWith(Schema.String, { exact: true }),
-  /** How many deliveries the event produced, once it was fanned out. */
-  deliveries: Schema.optionalWith(Schema.Int, { exact: true })
-}).annotations({ identifier: "OutcomeAccepted" })
-export type Accepted = typeof Accepted.Type
-
-/** A stored outcome, as the internal API shows it. */
-export const StoredOutcome = Schema.Struct({
-  call_id: Schema.String,
-  account_id: Schema.String,
-  tenant_id: Schema.String,
-  classification: Schema.String,
-  route: RouteName,
-  route_reason: Schema.String,
-  event_kind: Schema.NullOr(Schema.Literal("lead", "booking")),
-  event_deliveries: Schema.NullOr(Schema.Int),
-  event_fanned_out_at: Schema.NullOr(Schema.DateFromSelf),
-  received_at: Schema.DateFromSelf,
-  body: Schema.Unknown
-}).annotations({ identifier: "StoredOutcome" })
-export type StoredOutcome = typeof StoredOutcome.Type
 
 const encodeOutcome = Schema.encodeSync(CallOutcome)
 const decodeOutcome = Schema.decodeUnknown(CallOutcome)

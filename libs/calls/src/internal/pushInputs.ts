@@ -6,7 +6,7 @@
 import type { ContactInput, LeadInput, AppointmentInput } from "@crm-relay/bridge"
 import { Resources } from "@crm-relay/contract"
 import { Option, Schema } from "effect"
-import type { Booking, CallOutcome } from "../Outcomes/CallOutcome.js"
+import type { Booking, CallOutcome } from "@crm-relay/contract/CallOutcome"
 
 const decodeContact = Schema.decodeUnknownOption(Resources.Contact)
 

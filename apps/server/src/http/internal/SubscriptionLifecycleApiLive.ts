@@ -8,8 +8,8 @@ import { Events } from "@crm-relay/contract"
 import * as Api from "@crm-relay/contract/InternalApi/SubscriptionLifecycleApi"
 import { Accounts, Recoveries, SubscriptionLifecycle, type Subscriptions } from "@crm-relay/events"
 import { Effect, Layer, Option } from "effect"
-import { displayTarget } from "../../api/DeliveriesApiLive.js"
-import { InternalApi, unknownAccount } from "../../InternalApi.js"
+import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
+import { displayTarget } from "./DeliveriesApiLive.js"
 
 /** Sentences of the group's errors. */
 export const messages = {

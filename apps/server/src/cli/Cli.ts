@@ -1,0 +1,117 @@
+/**
+ * The `crm-relay` command line. Every command reads its configuration from
+ * the environment (see Settings) and works whether or not a server is
+ * running: see cli/DataAccess for how it reaches the data.
+ */
+import { Command, Options } from "@effect/cli"
+import { Console, type Context, Effect, Layer, Redacted } from "effect"
+import type * as Admin from "./AdminOperations.js"
+import * as AccountsCli from "./AccountsCli.js"
+import * as ConnectionsCli from "./ConnectionsCli.js"
+import * as DeliveriesCli from "./DeliveriesCli.js"
+import { json, print } from "./Output.js"
+import * as PushesCli from "./PushesCli.js"
+import * as Logging from "../observability/Logging.js"
+import * as Settings from "../config/Settings.js"
+import * as Tracing from "../observability/Tracing.js"
+
+// A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
+// database driver and no HTTP stack, and a CLI command no server.
+const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.AdminOperations>) => Effect.Effect<A, E>) =>
+  Effect.flatMap(Effect.promise(() => import("./AdminOperations.js")), (admin) => admin.withOperations(f))
+
+const serve = Command.make("serve", {}, () =>
+  Effect.gen(function*() {
+    const settings = yield* Settings.Settings
+    const Server = yield* Effect.promise(() => import("../http/Server.js"))
+    return yield* Layer.launch(Server.layer(settings)).pipe(
+      Effect.provide(Tracing.fromSettings(settings.tracing)),
+      Effect.provide(Logging.layer(settings.logLevel, "stdout"))
+    )
+  })).pipe(
+    Command.withDescription(
+      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN) " +
+        "and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
+    )
+  )
+
+const migrate = Command.make("migrate", { json }, ({ json }) =>
+  withOperations((operations) =>
+    Effect.flatMap(operations.migrate, (applied) =>
+      print(
+        json,
+        { applied: applied.map(([id, name]) => ({ id, name })) },
+        applied.length === 0
+          ? "The database is up to date."
+          : `Applied ${applied.length} migration(s): ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}.`
+      ))
+  )).pipe(
+    Command.withDescription(
+      "Apply pending database migrations (forward-only, each in its own transaction). `serve` does this at start too."
+    )
+  )
+
+const accountsCreate = Command.make(
+  "create",
+  {
+    name: Options.text("name").pipe(Options.withDescription("Display name of the account (1 to 200 characters).")),
+    mode: Options.choice("mode", ["live", "demo", "sandbox"]).pipe(
+      Options.withDefault("live" as const),
+      Options.withDescription("live: calls reach the customer's CRM; demo and sandbox: never.")
+    ),
+    json
+  },
+  ({ json, mode, name }) =>
+    withOperations((operations) =>
+      Effect.flatMap(operations.createAccount({ name, mode }), (account) =>
+        print(json, account, `Created account ${account.id} (name: ${account.name}, mode: ${account.mode}).`))
+    )
+).pipe(Command.withDescription("Create an account and print its id."))
+
+const accounts = Command.make("accounts").pipe(
+  Command.withDescription("Manage accounts."),
+  Command.withSubcommands([accountsCreate, ...AccountsCli.accountCommands])
+)
+
+const keysCreate = Command.make(
+  "create",
+  { account: Options.text("account").pipe(Options.withDescription("Id of the account the key belongs to.")), json },
+  ({ account, json }) =>
+    withOperations((operations) =>
+      Effect.flatMap(operations.createKey(account), (created) =>
+        print(
+          json,
+          { id: created.id, key: Redacted.value(created.key) },
+          `Created integration key ${created.id} for account ${account}.\n` +
+            `Key (shown only now; keep it in a server-side secret store): ${Redacted.value(created.key)}`
+        ))
+    )
+).pipe(Command.withDescription("Create an integration key for an account and print it (the only time it is shown)."))
+
+const keysDisable = Command.make(
+  "disable",
+  { key: Options.text("key").pipe(Options.withDescription("Id of the integration key to turn off.")), json },
+  ({ json, key }) =>
+    withOperations((operations) =>
+      Effect.zipRight(
+        operations.disableKey(key),
+        print(json, { id: key, disabled: true }, `Disabled integration key ${key}; the account's subscriptions stay.`)
+      )
+    )
+).pipe(Command.withDescription("Turn an integration key off: it gets 401 from now on; subscriptions stay."))
+
+const keys = Command.make("keys").pipe(
+  Command.withDescription("Manage integration keys."),
+  Command.withSubcommands([keysCreate, keysDisable, ...AccountsCli.keyCommands])
+)
+
+const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --help` to see the commands.")).pipe(
+  Command.withDescription(
+    "crm-relay: CRM bridge client and public Event API of the call-handling service. " +
+      "Configuration comes from environment variables (PORT, ADMIN_PORT, ADMIN_HOST, ADMIN_TOKEN, DATABASE_URL, DATA_DIR, ROLE, LOG_LEVEL, ...)."
+  ),
+  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
+)
+
+/** Runs the CLI on `argv` (as `process.argv`). */
+export const run = Command.run(root, { name: "crm-relay", version: "0.1.0" })

@@ -1,0 +1,172 @@
+/**
+ * `crm-relay serve`: the database (migrated before anything listens), the
+ * Event API services, the internal API on ADMIN_HOST:ADMIN_PORT, the public
+ * Event API on PORT (ROLE all|api) and the worker fibers (ROLE all|worker).
+ * Released in reverse: workers stop, the APIs drain in-flight requests, then
+ * the database closes.
+ */
+import { Accounts, EventApiLive, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
+import { Database, Migrations, type Vault } from "@crm-relay/store"
+import { type ConfigError, Context, Effect, Layer, Option, type Redacted } from "effect"
+import { type Address, AdminAddress, PublicAddress } from "./Addresses.js"
+import * as AdminToken from "../config/AdminToken.js"
+import * as BridgeLayers from "../workers/BridgeLayers.js"
+import * as CallPipeline from "../workers/CallPipeline.js"
+import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
+import * as DeliveryWorker from "../workers/DeliveryWorker.js"
+import * as InternalApiLive from "./internal/InternalApiLive.js"
+import * as MasterKey from "../config/MasterKey.js"
+import * as Metrics from "../observability/Metrics.js"
+import * as Reference from "./internal/Reference.js"
+import { serveApi } from "./serveApi.js"
+import * as ServerFile from "../config/ServerFile.js"
+import * as TraceSampling from "../observability/TraceSampling.js"
+import type { LifecycleSettings, Role, Settings } from "../config/Settings.js"
+import * as LifecycleWorkers from "../workers/LifecycleWorkers.js"
+import * as Workers from "../workers/Workers.js"
+
+/** Where this server listens: the public API only when its role serves it. */
+export class Listening extends Context.Tag("@crm-relay/server/Listening")<
+  Listening,
+  { readonly publicApi: Option.Option<Address>; readonly internalApi: Address }
+>() {}
+
+/** The Event API's services over a `SqlClient`. */
+export const ServicesLive = Layer.mergeAll(
+  Accounts.Accounts.Default,
+  IntegrationKeys.IntegrationKeys.Default,
+  Subscriptions.Subscriptions.Default,
+  RateLimiter.RateLimiter.Default,
+  Preview.Preview.Default
+)
+
+/** How to serve, once the database is chosen. */
+export interface ServeOptions {
+  readonly role: Role
+  readonly port: number
+  /** Interface of the public API; all interfaces when undefined. */
+  readonly publicHost?: string | undefined
+  readonly adminHost: string
+  readonly adminPort: number
+  readonly adminToken: Redacted.Redacted<string>
+  /** Where to publish `server.json` for the CLI; none in tests that share a process. */
+  readonly dataDir: Option.Option<string>
+  /** The bridge side (egress, clients); from the environment when not given (tests pass their own). */
+  readonly bridge?: Layer.Layer<BridgeLayers.Services, ConfigError.ConfigError> | undefined
+  /** The master keys of the Vault; when not given, one random key shared by this process's servers (tests). */
+  readonly masterKeys?: Vault.MasterKeys | undefined
+  /** Retention and auto-disable; the defaults when not given. */
+  readonly lifecycle?: LifecycleSettings | undefined
+}
+
+/** The services the public Event API's handlers use. */
+type EventApiServices = IntegrationKeys.IntegrationKeys | Subscriptions.Subscriptions | Preview.Preview
+
+/**
+ * Builds `layer` over the Event API's services alone. Every request fiber
+ * starts from the context its server was built in and copies (and compares)
+ * it at each provide: the whole server's dozens of services would make every
+ * public request pay for them.
+ */
+const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>): Layer.Layer<A, E, EventApiServices> =>
+  Layer.scopedContext(
+    Effect.flatMap(Effect.scope, (scope) =>
+      Layer.buildWithScope(layer, scope).pipe(
+        Effect.mapInputContext(Context.pick(IntegrationKeys.IntegrationKeys, Subscriptions.Subscriptions, Preview.Preview))
+      ))
+  )
+
+/** What the worker fibers need. */
+type WorkerServices =
+  | Effect.Effect.Context<typeof CallPipeline.pushWorker.run>
+  | Effect.Effect.Context<typeof DeliveryWorker.deliveryWorker.run>
+  | Effect.Effect.Context<typeof LifecycleWorkers.recoveryWorker.run>
+
+/** The server over a database provided by the caller (tests share one between instances). */
+export const layerWithDatabase = (options: ServeOptions) => {
+  const internalApi = serveApi({
+    api: InternalApiLive.layer(options.adminToken),
+    host: options.adminHost,
+    port: options.adminPort,
+    messages: { notFound: InternalApiLive.messages.notFound },
+    observe: { api: "internal", actor: "admin_token" },
+    routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
+    tag: AdminAddress
+  })
+  const publicApi = Workers.servesPublicApi(options.role)
+    ? onlyEventApiServices(serveApi({
+      api: EventApiLive.layer,
+      host: options.publicHost,
+      port: options.port,
+      messages: EventApiLive.errorPolicy,
+      observe: { api: "public", actor: "anonymous" },
+      tag: PublicAddress
+    }))
+    : Layer.empty
+
+  const listening = Layer.scoped(
+    Listening,
+    Effect.gen(function*() {
+      const internal = yield* AdminAddress
+      const pub = yield* Effect.serviceOption(PublicAddress)
+      const database = yield* Database.DatabaseInfo
+      if (Option.isSome(options.dataDir)) {
+        yield* ServerFile.publish(options.dataDir.value, {
+          pid: process.pid,
+          adminUrl: internal.url,
+          publicUrl: Option.getOrElse(Option.map(pub, (a) => a.url), () => ""),
+          startedAt: new Date().toISOString()
+        })
+      }
+      yield* Effect.logInfo("crm-relay is serving").pipe(
+        Effect.annotateLogs({
+          role: options.role,
+          database: database.kind,
+          database_location: database.location,
+          public_api: Option.getOrElse(Option.map(pub, (a) => a.url), () => "off"),
+          internal_api: internal.url
+        })
+      )
+      yield* Effect.addFinalizer(() => Effect.logInfo("crm-relay is stopping: draining requests"))
+      return { publicApi: pub, internalApi: internal }
+    })
+  )
+
+  const lifecycle = options.lifecycle ?? LifecycleWorkers.defaults
+  const workers = [
+    CallPipeline.pushWorker,
+    DeliveryWorker.deliveryWorkerWith({ autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle) }),
+    LifecycleWorkers.recoveryWorker,
+    LifecycleWorkers.retentionWorker(LifecycleWorkers.retentionPolicy(lifecycle))
+  ]
+  return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, workers)).pipe(
+    Layer.provide(Layer.merge(internalApi, publicApi)),
+    Layer.provideMerge(CallPipeline.ServicesLive),
+    Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
+    Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
+    Layer.provideMerge(Layer.merge(ServicesLive, Migrations.layer))
+  )
+}
+
+/** The whole server from its settings. */
+export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) =>
+  Layer.unwrapEffect(
+    Effect.map(Effect.all([AdminToken.resolve(settings.adminToken, settings.dataDir), MasterKey.resolve(settings)]), ([adminToken, masterKeys]) =>
+      layerWithDatabase({
+        role: settings.role,
+        port: settings.port,
+        publicHost: overrides.publicHost,
+        adminHost: settings.adminHost,
+        adminPort: settings.adminPort,
+        adminToken,
+        dataDir: Option.some(settings.dataDir),
+        masterKeys,
+        lifecycle: settings.lifecycle
+      }).pipe(
+        Layer.provideMerge(
+          Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
+        ),
+        // Set before anything is built, so every fiber of the server (requests, workers) samples.
+        Layer.provide(TraceSampling.layer(settings.tracing.sampleRatio))
+      ))
+  )
