@@ -221,12 +221,13 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
       }),
 
       /**
-       * Queues a delivered or failed delivery again (same id, so the same
+       * Queues a delivered, failed or ended delivery again (same id, so the same
        * `webhook-id`), due now with a fresh attempt count.
        */
       replay: Effect.fn("Deliveries.replay")(function*(id: string) {
         if (!isUuid(id)) return "not_found" as const
-        const outcome = yield* queue.replay(id)
+        // An ended delivery sent again is no longer ended for its old reason.
+        const outcome = yield* queue.replay(id, { assignments: sql`end_reason = NULL` })
         if (outcome === "queued") yield* Audit.record("delivery.replayed", { delivery_id: id })
         return outcome
       })

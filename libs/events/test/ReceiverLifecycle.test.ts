@@ -8,6 +8,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { EgressError, EgressResponse } from "@crm-relay/bridge"
 import { Clock, Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, TestClock } from "effect"
+import { Deliveries } from "../src/Deliveries.js"
 import * as DeliveryWorker from "../src/DeliveryWorker.js"
 import * as Recoveries from "../src/Recoveries.js"
 import * as SubscriptionLifecycle from "../src/SubscriptionLifecycle.js"
@@ -104,7 +105,7 @@ layer(quiet, { excludeTestServices: true })("Receiver lifecycle on the real cloc
       expect(yield* (yield* Subscriptions).remove(account.id, subscriptionId)).toBe(false)
     }))
 
-  it.effect("Delivery control: an answer carrying `webhook-delivery: abort-message` ends that one message, not retried and recorded as such; the subscription stays and its next event is delivered; a 4xx without it is retried", () =>
+  it.effect("Delivery control: an answer carrying `webhook-delivery: abort-message` ends that one message, not retried and recorded as such; the subscription stays and its next event is delivered; a replay sends the message again; a 4xx without it is retried", () =>
     Effect.gen(function*() {
       const { main } = yield* Harness.Receivers
       main.script("/abort", [{ status: 422, headers: { "webhook-delivery": "Abort-Message" } }, { status: 200 }])
@@ -122,6 +123,10 @@ layer(quiet, { excludeTestServices: true })("Receiver lifecycle on the real cloc
         const [next] = yield* Harness.lead(account.id)
         expect((yield* Harness.settled(next!, 1)).status).toBe("delivered")
         expect(main.received("/abort")).toHaveLength(2)
+        // Replayed, an ended message is sent again and no longer carries its old reason.
+        expect(yield* (yield* Deliveries).replay(aborted!)).toBe("queued")
+        expect((yield* Harness.settled(aborted!, 2)).status).toBe("delivered")
+        expect(yield* endReason(aborted!)).toBeNull()
 
         const other = yield* Harness.account("Other")
         yield* other.subscribe(main.url("/plain-4xx", "receiver.localhost"))
