@@ -67,6 +67,37 @@ describe("crm-relay --help", () => {
       expect(migrate.stdout).toContain("--json")
       expect(serveHelp.stdout).toContain("SIGTERM")
     }), { timeout: PROCESS_TEST_TIMEOUT })
+
+  it.live("\"no colour unless a terminal\": piped help is plain, 80 columns, with the full command path; `crm-relay help <command...>` and `--help` print the same", () =>
+    Effect.gen(function*() {
+      const [root, helpRoot, viaHelp, viaFlag, unknown, group, viaHelpGroup, typo] = yield* Effect.all([
+        cli(["--help"], {}),
+        cli(["help"], {}),
+        cli(["help", "pushes", "list"], {}),
+        cli(["pushes", "list", "--status", "failed", "--help"], {}),
+        cli(["help", "pushes", "lsit"], {}),
+        cli(["pushes"], {}),
+        cli(["help", "pushes"], {}),
+        cli(["pushes", "lsit", "--json"], {})
+      ], { concurrency: 3 })
+      // A group named alone shows its help, not the renderer's; a mistyped command names the commands there are.
+      expect(group).toEqual(viaHelpGroup)
+      expect(group.stdout).toContain("  crm-relay pushes <command> [options]")
+      expect(group.stdout).toMatch(/^ {2}pushes replay {2,}Run a failed CRM push job again/m)
+      expect(typo.code).toBe(2)
+      expect(typo.stderr).toEqual(unknown.stderr)
+      expect(root.stdout).not.toMatch(/\u001b/)
+      for (const line of root.stdout.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
+      expect(helpRoot).toEqual(root)
+      expect(viaFlag).toEqual(viaHelp)
+      expect(viaHelp.code).toBe(0)
+      expect(viaHelp.stdout).toContain("  crm-relay pushes list [--account <text>] [--status <text>...]")
+      expect(viaHelp.stdout).not.toContain("This setting is optional.")
+      expect(unknown.code).toBe(2)
+      expect(unknown.stderr.trim()).toBe(
+        "There is no command `crm-relay pushes lsit`; the commands of `crm-relay pushes` are list, replay. Run `crm-relay help pushes` for what each does."
+      )
+    }), { timeout: PROCESS_TEST_TIMEOUT })
 })
 
 layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (it) => {

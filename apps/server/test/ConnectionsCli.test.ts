@@ -76,6 +76,15 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       const report = parse<{ resealed: number; undecryptable: Array<string> }>(rotate.stdout)
       expect(report.resealed).toBeGreaterThanOrEqual(1)
       expect(report.undecryptable).toEqual([])
+      // With --json, scripts read one JSON line: no progress on stderr.
+      expect(rotate.stderr).not.toContain("Re-encrypting secrets")
+      // Long work shows progress: plain lines off a terminal (a line per tenth of the way, and the end), then the count.
+      const shown = yield* run(["master-key", "rotate"])
+      expect(shown.code).toBe(0)
+      const total = report.resealed
+      expect(shown.stderr).toContain(`Re-encrypting secrets: 0/${total}\n`)
+      expect(shown.stderr).toContain(`Re-encrypting secrets: ${total}/${total}\n`)
+      expect(shown.stdout).toContain(`re-encrypted ${total} secret(s)`)
       // Rotation keeps every connection working.
       expect((yield* run(["connections", "test", ...base])).code).toBe(0)
 

@@ -5,7 +5,7 @@ import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Eventually } from "@crm-relay/testing"
 import { Clock, Effect, Fiber, Schedule, TestClock } from "effect"
 import * as S from "./support/ConnectionsServer.js"
-import { replica, start } from "./support/TestServer.js"
+import { adminHeaders, replica, request, start } from "./support/TestServer.js"
 
 const contact = {
   full_name: "Ada Lovelace",
@@ -155,20 +155,42 @@ layer(S.Live)("in-call API", (it) => {
       expect(yield* S.bridgeRequestsSince(mark)).toEqual([])
     }))
 
-  it.effect("a body of the wrong shape is 400 naming the field; input the contract refuses is {ok: false, reason: \"rejected\"} and not sent; an unknown account is 404", () =>
+  it.effect("every input mistake is one shape, {ok: false, reason, message} with 200, never a 400 the agent cannot act on mid-call: a wrong shape, a body that is not JSON or too large and input the contract refuses are \"rejected\" naming the field, an unknown account \"not_configured\"; nothing is sent", () =>
     Effect.gen(function*() {
       const id = yield* connected("rest")
       const mark = yield* S.mark
+      const rejected = (message: unknown) => [200, { ok: false, reason: "rejected", message }]
       const missing = yield* call(id, "contacts/upsert", {})
-      expect([missing.status, missing.json]).toEqual([400, { error: "contact is required." }])
+      expect([missing.status, missing.json]).toEqual(rejected("contact is required."))
       const wrongType = yield* call(id, "appointments", { appointment: { ...appointment("c", 9), start: 9 } })
-      expect(wrongType.status).toBe(400)
-      expect((wrongType.json as { error: string }).error).toContain("appointment.start")
+      expect([wrongType.status, wrongType.json]).toEqual(rejected(expect.stringContaining("appointment.start")))
       const noOffset = yield* call(id, "appointments", { appointment: { ...appointment("c", 9), start: "2031-03-03T09:00:00" } })
-      expect(noOffset.json).toMatchObject({ ok: false, reason: "rejected" })
+      expect([noOffset.status, noOffset.json]).toEqual(rejected(expect.any(String)))
+      const notJson = yield* call(id, "contacts/search", "{\"phone\": ")
+      expect([notJson.status, notJson.json]).toEqual(rejected("The request body is not valid JSON."))
+      const base = yield* S.adminUrl
+      const plainText = yield* request("POST", `${base}/v1/accounts/${id}/tenants/${S.TENANT.tenantId}/availability`, {
+        headers: { ...adminHeaders, "content-type": "text/plain" },
+        body: "{}"
+      })
+      expect([plainText.status, plainText.json]).toEqual(rejected("Content-Type must be application/json."))
+      const tooLarge = yield* call(id, "contacts/search", { phone: "1".repeat(70 * 1024) })
+      expect([tooLarge.status, tooLarge.json]).toEqual(rejected(expect.stringContaining("larger than 64 KiB")))
       expect(yield* S.bridgeRequestsSince(mark)).toEqual([])
       const unknown = yield* call("0f8fad5b-d9cb-469f-a165-70867728950e", "contacts/upsert", { contact })
-      expect([unknown.status, unknown.json]).toEqual([404, { error: "No account with this id exists." }])
+      expect([unknown.status, unknown.json]).toEqual([
+        200,
+        { ok: false, reason: "not_configured", message: "No account with id 0f8fad5b-d9cb-469f-a165-70867728950e exists." }
+      ])
+      // Only the deployment's own mistakes stay HTTP errors: a wrong admin token, a path that is not a route.
+      const noToken = yield* request("POST", `${base}/v1/accounts/${id}/tenants/${S.TENANT.tenantId}/contacts/search`, {
+        headers: { "content-type": "application/json" },
+        body: "{}"
+      })
+      expect(noToken.status).toBe(401)
+      // Other routes of the internal API keep the 400 Error object.
+      const otherRoute = yield* S.admin("POST", "/v1/accounts", {})
+      expect([otherRoute.status, otherRoute.json]).toEqual([400, { error: expect.stringContaining("name") }])
     }))
 
   it.scoped("Errors rule 3: a bridge slower than the in-call budget answers {ok: false, reason: \"timeout\"} once the budget runs out", () =>

@@ -4,9 +4,10 @@
  * through a running server (embedded database) or to the database directly.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { TestDatabase } from "@crm-relay/store"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Database, TestDatabase } from "@crm-relay/store"
 import { randomBytes } from "node:crypto"
-import { Effect, Option, Redacted, Schedule } from "effect"
+import { Effect, Layer, Option, Redacted, Schedule } from "effect"
 import * as Path from "node:path"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { cli, serve } from "./support/Cli.js"
@@ -25,6 +26,19 @@ const environment = Effect.gen(function*() {
 })
 
 const parse = <A>(text: string): A => JSON.parse(text.trim()) as A
+
+/**
+ * Runs `effect` on the database the commands use, between commands: the
+ * test schema on PostgreSQL, the embedded database in DATA_DIR otherwise.
+ */
+const onDatabase = <A>(
+  db: TestDatabase.TestDatabase["Type"],
+  dataDir: string,
+  effect: Effect.Effect<A, unknown, SqlClient.SqlClient>
+) =>
+  db.kind === "postgres"
+    ? Effect.orDie(effect)
+    : effect.pipe(Effect.provide(Layer.fresh(Database.layerPglite({ dataDir }))), Effect.orDie)
 
 /** A running server for the scope, and its published addresses once it listens. */
 const running = (dataDir: string, env: Record<string, string>) =>
@@ -131,6 +145,86 @@ describe.sequential("crm-relay operator commands", () => {
             expect(other.stdout).not.toContain("Rotated")
             expect(other.stderr).toContain("not under the MASTER_KEY given to the command")
           }
+        }),
+      { timeout: 1_200_000 }
+    )
+  })
+
+  layer(TestDatabase.layer, { excludeTestServices: true, timeout: "240 seconds" })("on the database directly", (it) => {
+    it.scoped(
+      "pushes replay refuses a succeeded job without --force (exit 2) and keeps its attempt history; deliveries replay --status failed --account --since replays exactly the matching ones, with progress and a final count",
+      () =>
+        Effect.gen(function*() {
+          const { dataDir, db, env } = yield* environment
+          const account = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "A", "--json"], env)).stdout).id
+          const other = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "B", "--json"], env)).stdout).id
+          // A call whose push succeeded after two attempts, and failed deliveries old and new, of both accounts.
+          const { deliveries, push } = yield* onDatabase(db, dataDir, Effect.gen(function*() {
+            const sql = yield* SqlClient.SqlClient
+            yield* sql`INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route)
+                       VALUES ('call-1', ${account}, 't-1', 'lead', '{}'::jsonb, 'digest', 'push')`
+            const [job] = yield* sql<{ id: string }>`
+              INSERT INTO crm_push_jobs (call_id, account_id, tenant_id, status, attempts, finished_at)
+              VALUES ('call-1', ${account}, 't-1', 'succeeded', 2, now()) RETURNING id`
+            const delivery = (accountId: string, status: string, createdAt: string) =>
+              Effect.map(
+                sql<{ id: string }>`
+                  INSERT INTO deliveries (account_id, event, call_id, payload, status, attempts, last_error, created_at)
+                  VALUES (${accountId}, 'lead', 'call-1', '{}'::jsonb, ${status}, 8, 'HTTP 500', ${createdAt}::timestamptz)
+                  RETURNING id`,
+                (rows) => rows[0]!.id
+              )
+            return {
+              push: job!.id,
+              deliveries: {
+                old: yield* delivery(account, "failed", "2026-01-01T00:00:00Z"),
+                recent: yield* delivery(account, "failed", "2026-03-01T00:00:00Z"),
+                recentToo: yield* delivery(account, "failed", "2026-03-02T00:00:00Z"),
+                delivered: yield* delivery(account, "delivered", "2026-03-03T00:00:00Z"),
+                otherAccount: yield* delivery(other, "failed", "2026-03-01T00:00:00Z")
+              }
+            }
+          }))
+
+          // Issue: `pushes replay` accepted a job that already succeeded and reset its attempt count.
+          const refusedRun = yield* cli(["pushes", "replay", "--id", push], env)
+          expect(refusedRun.code).toBe(2)
+          expect(refusedRun.stderr).toContain(`CRM push job ${push} already succeeded`)
+          expect(refusedRun.stderr).toContain("Add --force")
+          const stillSucceeded = parse<{ pushes: Array<{ id: string; attempts: number }> }>(
+            (yield* cli(["pushes", "list", "--status", "succeeded", "--json"], env)).stdout
+          )
+          expect(stillSucceeded.pushes).toEqual([expect.objectContaining({ id: push, attempts: 2 })])
+          const forced = yield* cli(["pushes", "replay", "--id", push, "--force", "--json"], env)
+          expect(forced.code).toBe(0)
+          expect(parse<unknown>(forced.stdout)).toEqual({ id: push, outcome: "queued" })
+          const pending = parse<{ pushes: Array<unknown> }>((yield* cli(["pushes", "list", "--status", "pending", "--json"], env)).stdout)
+          expect(pending.pushes).toEqual([expect.objectContaining({ id: push, status: "pending", attempts: 0, previous_attempts: 2 })])
+
+          // Only the failed deliveries of the account created since --since: two of them, with progress lines and the count.
+          const replayed = yield* cli(
+            ["deliveries", "replay", "--status", "failed", "--account", account, "--since", "2026-02-01T00:00:00Z"],
+            env
+          )
+          expect(replayed.code).toBe(0)
+          expect(replayed.stderr).toContain("Replaying deliveries: 1/2\n")
+          expect(replayed.stderr).toContain("Replaying deliveries: 2/2\n")
+          expect(replayed.stdout.trim()).toBe("Queued 2 of 2 matching deliveries again (same webhook-id each).")
+          const failedLeft = parse<{ deliveries: Array<{ id: string }> }>(
+            (yield* cli(["deliveries", "list", "--status", "failed", "--json"], env)).stdout
+          )
+          expect(failedLeft.deliveries.map((d) => d.id).sort()).toEqual([deliveries.old, deliveries.otherAccount].sort())
+          const pendingNow = parse<{ deliveries: Array<{ id: string }> }>(
+            (yield* cli(["deliveries", "list", "--status", "pending", "--json"], env)).stdout
+          )
+          expect(pendingNow.deliveries.map((d) => d.id).sort()).toEqual([deliveries.recent, deliveries.recentToo].sort())
+          // Again, as JSON: nothing failed matches now, and no progress line gets in the way of the one JSON line.
+          const again = yield* cli(
+            ["deliveries", "replay", "--status", "failed", "--account", account, "--since", "2026-02-01T00:00:00Z", "--json"],
+            env
+          )
+          expect(parse<unknown>(again.stdout)).toEqual({ matched: 0, queued: 0, already_pending: 0 })
+          expect(again.stderr).not.toContain("Replaying deliveries")
         }),
       { timeout: 1_200_000 }
     )

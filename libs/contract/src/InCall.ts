@@ -1,6 +1,11 @@
 /**
  * The in-call API's requests and answers (see `@crm-relay/calls/InCall` for
- * what each reason means and when it is given).
+ * what each reason means and when it is given). Every answer is 200 with
+ * `{ok: true, ...receipt}` or `Failure`: a request the server cannot take
+ * (not JSON, too large, a field missing or of the wrong type, input the
+ * contract refuses) is `{ok: false, reason: "rejected", message}` naming
+ * the field, an unknown account `not_configured` — the one shape the voice
+ * agent acts on mid-call.
  */
 import { Schema } from "effect"
 import * as Operations from "./Operations.js"
@@ -17,9 +22,9 @@ export const ContactsSearchRequest = Schema.Struct({
 }).annotations({ identifier: "InCallContactsSearchRequest" })
 
 /**
- * Body of `.../contacts/upsert`. The contact's shape is checked here (400);
- * the contract's rules on its content (a usable phone or email) by the
- * client, before sending (`rejected`).
+ * Body of `.../contacts/upsert`. The contact's shape is checked here, the
+ * contract's rules on its content (a usable phone or email) by the client
+ * before sending: either refusal is `rejected`.
  */
 export const ContactsUpsertRequest = Schema.Struct({
   contact: Schema.encodedSchema(Resources.Contact)

@@ -35,6 +35,16 @@ export interface Messages {
    * the Error object (the failure logged with its trace), never a 500 or 503.
    */
   readonly strict?: boolean | undefined
+  /**
+   * The answer to a request whose input is refused (`sentence` says why: a
+   * field missing or of the wrong type, a body that is not JSON or too
+   * large), for routes that answer mistakes in their own shape; none keeps
+   * the 400 Error object. The in-call routes answer `{ok: false, reason:
+   * "rejected", message}`: the voice agent acts on that mid-call, not on a 400.
+   */
+  readonly refusedInput?:
+    | ((request: HttpServerRequest.HttpServerRequest, sentence: string) => Option.Option<HttpServerResponse.HttpServerResponse>)
+    | undefined
 }
 
 /** Request bodies nested deeper than this (arrays and objects) are refused with 400 before parsing. */
@@ -53,7 +63,6 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
 export const badRequest = (error: string) => json(400, encodeBadRequest(new Events.BadRequest({ error })))
 
 const TOO_LARGE = `The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`
-const tooLarge = badRequest(TOO_LARGE)
 const TOO_DEEP = `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`
 
 /** The media type of a request, lower-cased, without parameters ("" when absent). */
@@ -198,6 +207,13 @@ const declaredAnswer = (error: unknown): Effect.Effect<Option.Option<HttpServerR
     )
   })
 
+/** The answer to refused input: the route's own shape when it has one (see Messages.refusedInput), else 400. */
+const refusal = (request: HttpServerRequest.HttpServerRequest, sentence: string, messages: Messages) =>
+  Option.getOrElse(
+    messages.refusedInput === undefined ? Option.none() : messages.refusedInput(request, sentence),
+    () => badRequest(sentence)
+  )
+
 /** The Error-object response for `cause`. */
 export const toResponse = (
   cause: Cause.Cause<unknown>,
@@ -222,16 +238,17 @@ export const toResponse = (
   if (isTag("RouteNotFound")(error)) return Effect.succeed(json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound }))))
 
   const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
+  const refuse = (sentence: string) => Effect.succeed(refusal(request, sentence, messages))
   if (isTag("HttpApiDecodeError")(error)) {
-    if (hasBody && !isJson(request)) return Effect.succeed(badRequest(CONTENT_TYPE))
+    if (hasBody && !isJson(request)) return refuse(CONTENT_TYPE)
     const issues = (error as { issues: ReadonlyArray<DecodeIssue> }).issues
-    return Effect.succeed(badRequest(decodeMessage(issues, !hasBody)))
+    return refuse(decodeMessage(issues, !hasBody))
   }
   if (isTag("RequestError")(error)) {
     const reason = (error as { cause?: unknown }).cause
-    if (reason instanceof Error && reason.message === "maxBytes exceeded") return Effect.succeed(tooLarge)
-    if (!isJson(request)) return Effect.succeed(badRequest(CONTENT_TYPE))
-    return Effect.succeed(badRequest("The request body is not valid JSON."))
+    if (reason instanceof Error && reason.message === "maxBytes exceeded") return refuse(TOO_LARGE)
+    if (!isJson(request)) return refuse(CONTENT_TYPE)
+    return refuse("The request body is not valid JSON.")
   }
   return Effect.flatMap(declaredAnswer(error), Option.match({
     onSome: Effect.succeed,
@@ -327,7 +344,7 @@ export const layer = (messages: Messages): Layer.Layer<never> =>
       // Otherwise a declared oversize body is refused before it is read (Node discards the rest);
       // an undeclared (chunked) one is cut off by MaxBodySize while reading.
       const declared = Number(request.headers["content-length"] ?? "0")
-      if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(tooLarge)
+      if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(refusal(request, TOO_LARGE, messages))
       const app = messages.strict !== true
         ? capped
         : Effect.provideService(capped, HttpServerRequest.HttpServerRequest, drainingBody(literalPath(request)))

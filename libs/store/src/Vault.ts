@@ -117,6 +117,12 @@ export interface RotationReport {
 export const ROTATION_BATCH = 500
 
 /** Sealing and opening secrets, and rotating the data keys. */
+/** How `rotate` runs: secrets per transaction, and who hears its progress. */
+export interface RotationOptions {
+  readonly batchSize?: number
+  readonly onProgress?: (done: number, total: number) => Effect.Effect<void>
+}
+
 export class Vault extends Context.Tag("@crm-relay/store/Vault")<Vault, {
   /** The current master key's public id. */
   readonly masterKeyId: string
@@ -137,8 +143,12 @@ export class Vault extends Context.Tag("@crm-relay/store/Vault")<Vault, {
   readonly open: (id: string, aad: string, read?: Sealed) => Effect.Effect<Redacted.Redacted<string>, VaultError>
   /** Deletes the stored secret `id` (after its owner stopped referencing it). */
   readonly remove: (id: string) => Effect.Effect<void>
-  /** New active data key, every secret re-sealed under it, unused keys deleted. Safe to re-run. */
-  readonly rotate: (options?: { readonly batchSize?: number }) => Effect.Effect<RotationReport, VaultError>
+  /**
+   * New active data key, every secret re-sealed under it, unused keys
+   * deleted. Safe to re-run. `onProgress` hears how many of the secrets to
+   * re-seal are done: once before the first batch, then after each.
+   */
+  readonly rotate: (options?: RotationOptions) => Effect.Effect<RotationReport, VaultError>
   /** Fails when the stored data keys exist but none opens under the configured master keys. */
   readonly check: Effect.Effect<void, VaultError>
 }>() {}
@@ -373,7 +383,7 @@ export const make = (keys: MasterKeys) =>
         return { last: rows.at(-1)?.id, resealed: resealed.length, undecryptable }
       }))
 
-    const rotate = (options: { readonly batchSize?: number } = {}) =>
+    const rotate = (options: RotationOptions = {}) =>
       Effect.gen(function*() {
         const size = Math.max(1, options.batchSize ?? ROTATION_BATCH)
         // Refuse before changing anything if a key in use cannot be opened with the configured master keys.
@@ -393,6 +403,12 @@ export const make = (keys: MasterKeys) =>
         }))
         yield* Effect.logInfo("Vault rotation: new active data key").pipe(Effect.annotateLogs({ key_id: keyId }))
 
+        const onProgress = options.onProgress ?? (() => Effect.void)
+        const [pending] = yield* sql<{ n: number }>`
+          SELECT count(*)::int4 AS n FROM vault_secrets WHERE key_id <> ${keyId}`.pipe(Effect.orDie)
+        // Secrets stored meanwhile are sealed under the new key already: the total does not grow.
+        const total = pending?.n ?? 0
+        yield* onProgress(0, total)
         let cursor = "00000000-0000-0000-0000-000000000000"
         let resealed = 0
         const undecryptable: Array<string> = []
@@ -402,7 +418,10 @@ export const make = (keys: MasterKeys) =>
           undecryptable.push(...batch.undecryptable)
           if (batch.last === undefined) break
           cursor = batch.last
+          yield* onProgress(Math.min(total, resealed + undecryptable.length), total)
         }
+        // Secrets removed meanwhile need nothing more: the work is over.
+        if (total > 0 && resealed + undecryptable.length < total) yield* onProgress(total, total)
 
         const deleted = yield* sql<{ id: string }>`
           DELETE FROM vault_keys AS k

@@ -180,7 +180,10 @@ describe("Vault", () => {
       for (const [i, id] of ids.entries()) expect(Redacted.value(yield* two.open(id, secrets[i]!.aad))).toBe(secrets[i]!.plaintext)
       const [before] = yield* sql<{ id: string }>`SELECT id FROM vault_keys WHERE state = 'active'`
 
-      const report = yield* one.rotate({ batchSize: 3 })
+      const heard: Array<[number, number]> = []
+      const report = yield* one.rotate({ batchSize: 3, onProgress: (done, total) => Effect.sync(() => heard.push([done, total])) })
+      // Long work shows progress: once before the first batch, then after each.
+      expect(heard).toEqual([[0, 7], [3, 7], [6, 7], [7, 7]])
       expect(report.keyId).not.toBe(before!.id)
       expect(report.resealed).toBeGreaterThanOrEqual(7)
       expect(report.undecryptable).toEqual([])

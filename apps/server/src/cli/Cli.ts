@@ -4,11 +4,13 @@
  * running: see cli/DataAccess for how it reaches the data.
  */
 import { Command, Options } from "@effect/cli"
-import { Console, type Context, Effect, Layer, Redacted } from "effect"
+import { Console, type Context, Effect, Layer, Option, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
+import { refused } from "./AdminError.js"
+import * as Help from "./Help.js"
 import { json, print } from "./Output.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Logging from "../observability/Logging.js"
@@ -107,11 +109,45 @@ const keys = Command.make("keys").pipe(
 
 const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --help` to see the commands.")).pipe(
   Command.withDescription(
-    "crm-relay: CRM bridge client and public Event API of the call-handling service. " +
+    "CRM bridge client and public Event API of the call-handling service. " +
       "Configuration comes from environment variables (PORT, ADMIN_PORT, ADMIN_HOST, ADMIN_TOKEN, DATABASE_URL, DATA_DIR, ROLE, LOG_LEVEL, ...)."
   ),
-  Command.withSubcommands([serve, migrate, accounts, keys, PushesCli.command, ConnectionsCli.connections, ConnectionsCli.masterKey, DeliveriesCli.command, AccountsCli.subscriptions])
+  // One line per command group.
+  Command.withSubcommands([
+    serve,
+    migrate,
+    accounts,
+    keys,
+    AccountsCli.subscriptions,
+    ConnectionsCli.connections,
+    ConnectionsCli.masterKey,
+    PushesCli.command,
+    DeliveriesCli.command
+  ])
 )
 
-/** Runs the CLI on `argv` (as `process.argv`). */
-export const run = Command.run(root, { name: "crm-relay", version: "0.1.0" })
+/** The command tree, as `crm-relay help` shows it. */
+export const commands: Help.Node = Help.tree(root)
+
+const runCommand = Command.run(root, { name: "crm-relay", version: "0.1.0" })
+
+/**
+ * Runs the CLI on `argv` (as `process.argv`). Help (`--help`, `-h`, `help
+ * <command...>`, a group named alone) is rendered by cli/Help, the same
+ * text for every form; a word that names no command is refused (exit 2)
+ * with the commands there are.
+ */
+export const run = (argv: ReadonlyArray<string>) => {
+  const request = Help.resolve(commands, argv.slice(2))
+  switch (request._tag) {
+    case "Run":
+      return runCommand(argv)
+    case "Unknown":
+      return Effect.fail(refused(Help.unknown(commands, request.path, request.word)))
+    case "Help":
+      return Option.match(Help.find(commands, request.path), {
+        onNone: () => Effect.fail(refused(Help.unknown(commands, request.path.slice(0, -1), request.path.at(-1) ?? ""))),
+        onSome: (node) => Console.log(Help.render(commands, request.path, node, Help.style()))
+      })
+  }
+}

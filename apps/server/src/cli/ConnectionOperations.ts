@@ -41,7 +41,15 @@ export class ConnectionOperations extends Context.Tag("@crm-relay/server/Connect
    * `masterKeyId` (the operator's MASTER_KEY; a running server refuses when
    * its own is another one), or under this process's keys when none is given.
    */
-  readonly rotate: (masterKeyId: Option.Option<string>) => Effect.Effect<RotationAnswer, AdminError>
+  /**
+   * Re-seals every secret under a new data key. `onProgress` hears the count
+   * done on the database directly; a running server rotates in one request,
+   * so through it only the final answer comes.
+   */
+  readonly rotate: (
+    masterKeyId: Option.Option<string>,
+    onProgress: (done: number, total: number) => Effect.Effect<void>
+  ) => Effect.Effect<RotationAnswer, AdminError>
 }>() {}
 
 /** The CLI flag of a connection-form field, so a refusal points at what to fix on the command line. */
@@ -130,8 +138,8 @@ export const layerDirect = (settings: CliSettings) =>
                 ),
               remove: (accountId, tenantId) =>
                 connections.remove(accountId, tenantId).pipe(Effect.mapError(explain), Effect.catchAllDefect(defect)),
-              rotate: () =>
-                vault.rotate().pipe(
+              rotate: (_, onProgress) =>
+                vault.rotate({ onProgress }).pipe(
                 Effect.map((report) => answer(report, vault.masterKeyId)),
                 Effect.mapError((error) => new AdminError({ message: error.message })),
                 Effect.catchAllDefect(defect)

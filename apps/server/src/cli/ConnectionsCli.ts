@@ -16,6 +16,7 @@ import * as Settings from "../config/Settings.js"
 import type * as ConnectionOps from "./ConnectionOperations.js"
 import * as Flags from "./Flags.js"
 import { json, print } from "./Output.js"
+import * as Progress from "./Progress.js"
 
 /** Environment variables that may hold the secret inputs of `connections set`. */
 export const SECRET_ENV = { apiKey: "CONNECTION_API_KEY", clientSecret: "CONNECTION_CLIENT_SECRET" } as const
@@ -223,7 +224,15 @@ const askedMasterKey = Effect.gen(function*() {
 const rotate = Command.make("rotate", { json }, ({ json }) =>
   withOperations((operations) =>
     Effect.gen(function*() {
-      const report = yield* Effect.flatMap(askedMasterKey, operations.rotate)
+      const mode = Progress.mode(json)
+      let previous = 0
+      const report = yield* Effect.flatMap(askedMasterKey, (masterKeyId) =>
+        operations.rotate(masterKeyId, (done, total) =>
+          Effect.suspend(() => {
+            const advanced = done - previous
+            previous = done
+            return Progress.report(mode, "Re-encrypting secrets", done, total, advanced)
+          })))
       yield* print(
         json,
         report,
@@ -241,7 +250,7 @@ const rotate = Command.make("rotate", { json }, ({ json }) =>
   )).pipe(
     Command.withDescription(
       "Re-encrypt every stored secret (bridge credentials, webhook signing secrets) under a new data key while the service " +
-        "keeps running. To change MASTER_KEY: run it with the new MASTER_KEY and MASTER_KEY_PREVIOUS=<old key>, restart every " +
+        "keeps running, with a progress bar on a terminal and a final count. To change MASTER_KEY: run it with the new MASTER_KEY and MASTER_KEY_PREVIOUS=<old key>, restart every " +
         "replica with the new MASTER_KEY, then run it again with the new key only. When a running server holds the embedded " +
         "database, that server rotates; a MASTER_KEY given here must be the server's own, or nothing is changed and the command says why."
     )

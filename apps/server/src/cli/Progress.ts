@@ -1,5 +1,5 @@
 /**
- * Progress of long work (replaying many deliveries): a bar redrawn in place
+ * Progress of long work (replaying many deliveries, re-encrypting secrets): a bar redrawn in place
  * on stderr when it is a terminal, a plain line every tenth of the way when
  * it is not, nothing with `--json` (scripts read the final JSON line).
  */
@@ -19,8 +19,11 @@ export const bar = (done: number, total: number): string => {
   return `[${"#".repeat(filled)}${"-".repeat(WIDTH - filled)}] ${done}/${total}`
 }
 
-/** Reports that `done` of `total` items of `what` are through. */
-export const report = (mode: Mode, what: string, done: number, total: number): Effect.Effect<void> => {
+/**
+ * Reports that `done` of `total` items of `what` are through, `advanced`
+ * of them since the last report (work done in batches moves by more than one).
+ */
+export const report = (mode: Mode, what: string, done: number, total: number, advanced = 1): Effect.Effect<void> => {
   switch (mode) {
     case "none":
       return Effect.void
@@ -30,7 +33,9 @@ export const report = (mode: Mode, what: string, done: number, total: number): E
       })
     case "lines": {
       const step = Math.max(1, Math.ceil(total / 10))
-      return done === total || done % step === 0 ? Console.error(`${what}: ${done}/${total}`) : Effect.void
+      // A line each time a tenth of the way is crossed, and at the end.
+      const crossed = Math.floor(done / step) > Math.floor((done - Math.max(1, advanced)) / step)
+      return done === total || crossed ? Console.error(`${what}: ${done}/${total}`) : Effect.void
     }
   }
 }

@@ -14,6 +14,7 @@ import * as BridgeLayers from "../workers/BridgeLayers.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
 import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
+import * as InCallApiLive from "./internal/InCallApiLive.js"
 import * as InternalApiLive from "./internal/InternalApiLive.js"
 import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
@@ -88,7 +89,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     api: InternalApiLive.layer(options.adminToken),
     host: options.adminHost,
     port: options.adminPort,
-    messages: { notFound: InternalApiLive.messages.notFound },
+    messages: { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput },
     observe: { api: "internal", actor: "admin_token" },
     routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
     tag: AdminAddress

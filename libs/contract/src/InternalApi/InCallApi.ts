@@ -3,13 +3,17 @@
  * customer's CRM during a call. Each route runs one bridge exchange within
  * the in-call budget and answers 200 with `{ok: true, ...receipt}` or
  * `{ok: false, reason, message}` (reasons: conflict, unavailable, timeout,
- * rejected, not_configured; see `@crm-relay/calls/InCall`). A body whose
- * shape is wrong is 400 naming the field; an unknown account is 404.
+ * rejected, not_configured; see `@crm-relay/calls/InCall`). Every mistake
+ * of the voice agent's input comes in that one shape, which it acts on
+ * mid-call: a body that is not JSON, too large, missing a field or with a
+ * field of the wrong type is `rejected` with a message naming the field, as
+ * is input the contract refuses (a timestamp without offset); an unknown
+ * account is `not_configured`. Only a missing or wrong admin token is an
+ * HTTP error (401).
  *
  * The group gets the admin-token middleware where InternalApi adds it.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import * as Events from "../Events.js"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import * as InCall from "../InCall.js"
 import { Schema } from "effect"
 
@@ -41,7 +45,9 @@ export class InCallGroup extends HttpApiGroup.make("inCall")
       .setPayload(InCall.AppointmentRequest)
       .addSuccess(InCall.AppointmentAnswer)
   )
-  // Every route: a body of the wrong shape (400 naming the field), an unknown account (404).
-  .addError(Events.BadRequest.wire)
-  .addError(Events.NotFound.wire)
+  // Refused input is answered `{ok: false, reason: "rejected", message}` (200), never the framework's 400.
+  .annotateEndpoints(OpenApi.Transform, (operation) => {
+    const { "400": _, ...responses } = operation["responses"] ?? {}
+    return { ...operation, responses }
+  })
 {}
