@@ -11,7 +11,9 @@
  * itself, then renamed over), entry point last, and removes stale files at
  * the end: a `crm-relay` process started from the previous build keeps
  * finding the chunks it loads lazily while a new build runs (the tests run
- * the binary while the demo and README tests build it again).
+ * the binary while the demo and README tests build it again). The
+ * Integrations area's page (`apps/portal/dist`, which Nx builds first) is
+ * copied into `dist/portal`, where `crm-relay serve` serves it from.
  *
  *   npx nx run @crm-relay/server:build      (cached by Nx; what `npm start` and the tests use)
  *   node build.ts                           (the same, uncached, from apps/server)
@@ -63,6 +65,18 @@ const entry = Path.join(outdir, "main.js")
 const outputs = [...result.outputFiles].sort((a, b) => Number(a.path === entry) - Number(b.path === entry))
 for (const output of outputs) place(output.path, output.contents)
 place(Path.join(outdir, "meta.json"), JSON.stringify(result.metafile))
+
+// The Integrations area's page (built by Nx before this) travels with the binary: `crm-relay serve` finds it in dist/portal.
+const portalBuild = Path.join(root, "..", "portal", "dist")
+const copyTree = (from: string, to: string): void => {
+  for (const item of Fs.readdirSync(from, { withFileTypes: true })) {
+    const source = Path.join(from, item.name)
+    if (item.isDirectory()) copyTree(source, Path.join(to, item.name))
+    else place(Path.join(to, item.name), Fs.readFileSync(source))
+  }
+}
+if (Fs.existsSync(Path.join(portalBuild, "index.html"))) copyTree(portalBuild, Path.join(outdir, "portal"))
+else process.stderr.write("crm-relay: the Integrations area's page is not built (apps/portal/dist); build through Nx: npx nx run @crm-relay/server:build\n")
 
 /** Removes what an earlier build left that this one did not write (never another build's staged files). */
 const sweep = (dir: string): void => {

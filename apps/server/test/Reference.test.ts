@@ -12,7 +12,7 @@ import { request, TestServerLive, urls } from "./support/TestServer.js"
 const committed = (file: string) =>
   readFileSync(join(import.meta.dirname, "..", "..", "..", "libs", "contract", "openapi", file), "utf8")
 
-const FILES = ["internal-api.openapi.json", "event-api.openapi.json", "crm-bridge.openapi.json"] as const
+const FILES = ["internal-api.openapi.json", "event-api.openapi.json", "crm-bridge.openapi.json", "portal-api.openapi.json"] as const
 
 describe("API reference on the internal port", () => {
   it.layer(TestServerLive)((it) => {
@@ -27,10 +27,13 @@ describe("API reference on the internal port", () => {
         }
       }))
 
-    it.effect("GET /docs, /docs/event-api and /docs/crm-bridge are reference pages of their API, with no script from elsewhere", () =>
+    it.effect("GET /docs, /docs/event-api, /docs/crm-bridge and /docs/portal-api are reference pages of their API, with no script from elsewhere", () =>
       Effect.gen(function*() {
         const u = yield* urls
-        const titles = { "/docs": "crm-relay internal API", "/docs/event-api": "crm-relay Event API", "/docs/crm-bridge": "Custom CRM Bridge Contract" } as const
+        const titles = {
+          "/docs": "crm-relay internal API", "/docs/event-api": "crm-relay Event API", "/docs/crm-bridge": "Custom CRM Bridge Contract",
+          "/docs/portal-api": "crm-relay Integrations area API"
+        } as const
         for (const [path, title] of Object.entries(titles)) {
           const page = yield* request("GET", `${u.admin}${path}`)
           expect(page.status).toBe(200)

@@ -10,6 +10,9 @@ describe("Settings", () => {
       "PORT",
       "ADMIN_PORT",
       "ADMIN_HOST",
+      "PORTAL_PORT",
+      "PORTAL_HOST",
+      "PORTAL_PUBLIC_URL",
       "ADMIN_TOKEN",
       "DATABASE_URL",
       "DATABASE_POOL_SIZE",
@@ -40,6 +43,15 @@ describe("Settings", () => {
       "MASTER_KEY_PREVIOUS"
     ])
   })
+
+  it.effect("Integrations area: PORTAL_PORT 8082 on PORTAL_HOST 127.0.0.1 by default; PORTAL_PUBLIC_URL loses a trailing slash and must be http(s)", () =>
+    Effect.gen(function*() {
+      expect(yield* withEnv({})(Settings.PortalSettings)).toEqual({ port: 8082, host: "127.0.0.1", publicUrl: Option.none() })
+      const set = yield* withEnv({ PORTAL_PORT: "0", PORTAL_HOST: "0.0.0.0", PORTAL_PUBLIC_URL: "https://integrations.example.com/" })(Settings.PortalSettings)
+      expect(set).toEqual({ port: 0, host: "0.0.0.0", publicUrl: Option.some("https://integrations.example.com") })
+      const refused = yield* Effect.either(withEnv({ PORTAL_PUBLIC_URL: "ftp://example.com" })(Settings.PortalSettings))
+      expect(refused._tag).toBe("Left")
+    }))
 
   it.effect("defaults: PORT 8080, ADMIN 127.0.0.1:8081, DATA_DIR ./.data, ROLE all, LOG_LEVEL Info, no database URL (PGlite)", () =>
     Effect.gen(function*() {

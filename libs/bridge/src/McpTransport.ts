@@ -26,7 +26,8 @@ export const kind = "mcp"
 /** The clientInfo this client announces in `_meta`. */
 export const CLIENT_INFO = { name: "crm-relay", version: "0.1.0" } as const
 
-const META: Mcp.McpRequestMeta = {
+/** The `_meta` of every tools/call: protocol version, client info, no capabilities. */
+export const META: Mcp.McpRequestMeta = {
   "io.modelcontextprotocol/protocolVersion": Values.MCP_PROTOCOL_VERSION,
   "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
   "io.modelcontextprotocol/clientCapabilities": {}

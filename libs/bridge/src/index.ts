@@ -29,6 +29,8 @@ export {
 } from "./BridgeError.js"
 export { BridgeTransport } from "./BridgeTransport.js"
 export type { TransportAnswer, TransportRequest } from "./BridgeTransport.js"
+export * as Conformance from "./Conformance.js"
+export * as ConformanceReport from "./ConformanceReport.js"
 export * as Connection from "./Connection.js"
 export { Credentials } from "./Credentials.js"
 export { DnsLookupError, DnsResolver } from "./DnsResolver.js"

@@ -442,6 +442,25 @@ export class Connections extends Effect.Service<Connections>()("@crm-relay/calls
       }),
 
       /**
+       * The connection form's "Test connection": the capabilities check with
+       * `settings` (and nothing else), for an account that may connect; stores
+       * nothing, whatever the outcome (saving is `set`, which checks again).
+       */
+      probe: Effect.fn("Connections.probe")(function*(accountId: string, tenantId: string, settings: ConnectionSettings) {
+        if (tenantId.length === 0 || tenantId.length > 200) {
+          return yield* new InvalidConnection({ field: "tenant", message: "The tenant ID must be 1 to 200 characters." })
+        }
+        const current = yield* liveAccount(accountId, tenantId)
+        return yield* check({
+          accountId,
+          tenantId,
+          version: (current.version ?? 0) + 1,
+          transport: { kind: settings.transport, url: settings.url },
+          auth: settings.auth
+        })
+      }),
+
+      /**
        * Runs the capabilities check again on the stored connection and, when
        * it passes, stores the new capabilities (the configuration is unchanged).
        */

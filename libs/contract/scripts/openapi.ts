@@ -1,5 +1,5 @@
 /**
- * `npm run openapi`: writes the two OpenAPI 3.1 documents from the HttpApi classes.
+ * `npm run openapi`: writes the OpenAPI 3.1 documents from the HttpApi classes.
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { FileSystem, Path } from "@effect/platform"

@@ -27,6 +27,7 @@ import * as DeliveriesApi from "./InternalApi/DeliveriesApi.js"
 import * as InCallApi from "./InternalApi/InCallApi.js"
 import * as ListingsApi from "./InternalApi/ListingsApi.js"
 import { SubscriptionLifecycleGroup } from "./InternalApi/SubscriptionLifecycleApi.js"
+import { PortalSessionsGroup } from "./InternalApi/PortalSessionsApi.js"
 
 /** Bearer `ADMIN_TOKEN`. */
 export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/server/AdminAuth", {
@@ -120,6 +121,7 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
   .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
   .add(SubscriptionLifecycleGroup.middleware(AdminAuth))
+  .add(PortalSessionsGroup.middleware(AdminAuth))
   .annotate(OpenApi.Title, "crm-relay internal API")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(

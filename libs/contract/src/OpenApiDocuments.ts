@@ -1,5 +1,5 @@
 /**
- * The three published OpenAPI 3.1 documents (bridge contract, Event API, internal API), generated from the HttpApi classes
+ * The published OpenAPI 3.1 documents (bridge contract, Event API, internal API, Integrations area API), generated from the HttpApi classes
  * and enriched with the examples of `Examples.ts`; the Event API's also
  * describes the deliveries a receiver gets (`webhooks`).
  */
@@ -7,6 +7,7 @@ import { OpenApi } from "@effect/platform"
 import { BridgeApi } from "./BridgeApi.js"
 import { EventApi } from "./EventApi.js"
 import { InternalApi } from "./InternalApi.js"
+import { PortalApi } from "./PortalApi.js"
 import * as Examples from "./Examples.js"
 import { withExamples } from "./internal/openapi.js"
 import { withWebhooks } from "./internal/webhooks.js"
@@ -47,7 +48,8 @@ export const DOCUMENTS = {
     withExamples(OpenApi.fromApi(BridgeApi, options), bridgeExamples, componentExamples),
   "event-api.openapi.json": () =>
     withWebhooks(withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples)),
-  "internal-api.openapi.json": () => OpenApi.fromApi(InternalApi, options)
+  "internal-api.openapi.json": () => OpenApi.fromApi(InternalApi, options),
+  "portal-api.openapi.json": () => OpenApi.fromApi(PortalApi)
 } as const
 
 /** The text written to disk: two-space JSON with a final newline. */

@@ -4,11 +4,13 @@
  * server, clients and OpenAPI documents derive from.
  */
 export * as BridgeApi from "./BridgeApi.js"
+export * as Conformance from "./Conformance.js"
 export * as EventApi from "./EventApi.js"
 export * as Events from "./Events.js"
 export * as Mcp from "./Mcp.js"
 export * as OAuth from "./OAuth.js"
 export * as Operations from "./Operations.js"
+export * as PortalApi from "./PortalApi.js"
 export * as Resources from "./Resources.js"
 export * as Validation from "./Validation.js"
 export * as Values from "./Values.js"

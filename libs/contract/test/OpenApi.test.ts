@@ -73,8 +73,8 @@ describe("OpenAPI 3.1 documents", () => {
     expect(endpointsOf(BridgeApi)).toEqual(Object.values(REST_PATHS).map((path) => `POST ${path}`).sort())
   })
 
-  it("both documents declare Bearer security and carry titles and descriptions", () => {
-    for (const make of Object.values(DOCUMENTS)) {
+  it("the bridge and Event API documents declare Bearer security and carry titles and descriptions", () => {
+    for (const make of [DOCUMENTS["crm-bridge.openapi.json"], DOCUMENTS["event-api.openapi.json"]]) {
       const spec = make() as unknown as {
         info: { title: string; description: string }
         components: { securitySchemes: Record<string, { type: string; scheme: string }> }
@@ -85,5 +85,20 @@ describe("OpenAPI 3.1 documents", () => {
         expect.objectContaining({ type: "http", scheme: "bearer" })
       ])
     }
+  })
+
+  it("the Integrations area's document declares the session cookie on every operation, and no operation without it", () => {
+    const spec = DOCUMENTS["portal-api.openapi.json"]() as unknown as {
+      info: { title: string; description: string }
+      paths: Record<string, Record<string, { security?: ReadonlyArray<Record<string, unknown>> }>>
+      components: { securitySchemes: Record<string, { type: string; in: string; name: string }> }
+    }
+    expect(spec.info.description.length).toBeGreaterThan(0)
+    expect(Object.values(spec.components.securitySchemes)).toEqual([
+      expect.objectContaining({ type: "apiKey", in: "cookie", name: "crm_relay_portal" })
+    ])
+    const operations = Object.values(spec.paths).flatMap((path) => Object.values(path))
+    expect(operations.length).toBeGreaterThan(10)
+    for (const operation of operations) expect(operation.security?.length).toBe(1)
   })
 })

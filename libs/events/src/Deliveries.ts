@@ -69,6 +69,7 @@ export type Attempt = typeof Attempt.Type
 /** A delivery for the operator. */
 export const Delivery = Schema.Struct({
   id: Schema.String,
+  account_id: Schema.String,
   event: Schema.String,
   call_id: Schema.String,
   subscription_id: Schema.NullOr(Schema.String),
@@ -83,7 +84,10 @@ export const Delivery = Schema.Struct({
   delivered_at: Schema.NullOr(Schema.DateFromSelf),
   last_attempt_at: Schema.NullOr(Schema.DateFromSelf),
   last_status_code: Schema.NullOr(Schema.Int),
-  last_error_class: Schema.NullOr(Schema.String)
+  last_error_class: Schema.NullOr(Schema.String),
+  last_duration_ms: Schema.NullOr(Schema.Int),
+  /** A test event sent from the Integrations area. */
+  test: Schema.Boolean
 })
 export type Delivery = typeof Delivery.Type
 
@@ -139,11 +143,12 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
     const decodeDeliveries = Schema.decodeUnknown(Schema.Array(Delivery))
     const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
 
-    const columns = sql`d.id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
-      d.next_attempt_at, d.created_at, d.delivered_at,
-      a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class`
+    const columns = sql`d.id, d.account_id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
+      d.next_attempt_at, d.created_at, d.delivered_at, d.test,
+      a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class,
+      a.duration_ms AS last_duration_ms`
     const lastAttempt = sql`LEFT JOIN LATERAL (
-        SELECT started_at, status_code, error_class FROM delivery_attempts
+        SELECT started_at, status_code, error_class, duration_ms FROM delivery_attempts
         WHERE delivery_id = d.id ORDER BY id DESC LIMIT 1
       ) AS a ON true`
 
@@ -154,7 +159,14 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
        */
       list: Effect.fn("Deliveries.list")(function*(
         accountId: string,
-        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined } = {}
+        options: {
+          readonly limit?: number | undefined
+          readonly cursor?: string | undefined
+          /** Only deliveries in this state (the Integrations area's filter). */
+          readonly status?: DeliveryStatus | undefined
+          /** Only deliveries of this event kind. */
+          readonly event?: string | undefined
+        } = {}
       ) {
         const limit = clampLimit(options.limit)
         if (!isUuid(accountId)) return { deliveries: [], nextCursor: Option.none() } satisfies DeliveryPage
@@ -170,6 +182,8 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           : sql`AND (d.created_at, d.seq) < (SELECT c.created_at, c.seq FROM deliveries AS c WHERE c.id = ${cursor})`
         const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
           WHERE d.account_id = ${accountId} ${after}
+            ${options.status === undefined ? sql`` : sql`AND d.status = ${options.status}`}
+            ${options.event === undefined ? sql`` : sql`AND d.event = ${options.event}`}
           ORDER BY d.created_at DESC, d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
         return pageOf(rows, limit)
@@ -204,6 +218,13 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           ORDER BY d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
         return pageOf(rows, limit)
+      }),
+
+      /** The JSON text a delivery sends (exactly the bytes signed), if it exists. */
+      payload: Effect.fn("Deliveries.payload")(function*(id: string) {
+        if (!isUuid(id)) return Option.none<string>()
+        const rows = yield* sql<{ body: string }>`SELECT payload::text AS body FROM deliveries WHERE id = ${id}`.pipe(Effect.orDie)
+        return Option.map(Option.fromNullable(rows[0]), (row) => row.body)
       }),
 
       /** One delivery with every attempt (oldest first). */

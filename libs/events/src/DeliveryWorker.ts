@@ -191,8 +191,8 @@ export const makeHandler = (
       if (job.data.subscription_removed === true) {
         return { classified: failed("subscription_removed", "The subscription was removed; nothing was sent.", NEVER_RETRY), durationMs: 0 }
       }
-      const secret = yield* secrets.get(job.data.account_id).pipe(Effect.either)
-      const key = Either.flatMap(secret, keyOf)
+      const set = yield* secrets.signing(job.data.account_id).pipe(Effect.either)
+      const key = Either.flatMap(set, (s) => keyOf(s.current))
       if (Either.isLeft(key)) {
         return {
           classified: failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY),
@@ -202,7 +202,16 @@ export const makeHandler = (
       const sent = yield* egress.send({
         method: "POST",
         url: job.data.target_url,
-        headers: WebhookSigner.headers({ key: key.right, id: job.id, timestamp: Math.floor(startedAt / 1000), body: job.data.body }),
+        headers: WebhookSigner.headers({
+          key: key.right,
+          // A previous secret that no longer imports is left out: the current signature still goes.
+          previous: Either.isRight(set) && Option.isSome(set.right.previous)
+            ? Either.getOrUndefined(keyOf(set.right.previous.value))
+            : undefined,
+          id: job.id,
+          timestamp: Math.floor(startedAt / 1000),
+          body: job.data.body
+        }),
         body: job.data.body,
         options: { allowQuery: true, purpose: "webhook", responseBody: "discard" }
       }).pipe(Effect.either)

@@ -16,10 +16,14 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Events } from "@crm-relay/contract"
 import { Notifier } from "@crm-relay/store"
+import * as Audit from "@crm-relay/store/Audit"
 import * as TraceContext from "@crm-relay/store/TraceContext"
 import { Clock, Effect, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Subscriptions } from "./Subscriptions.js"
+
+/** The `source` of a test event sent from the Integrations area. */
+export const TEST_SOURCE = "Test event from the Integrations area"
 
 /** The channel the delivery worker listens on: the JobQueue channel of the `deliveries` table. */
 export const DELIVERIES_CHANNEL = "jobs:deliveries"
@@ -113,6 +117,56 @@ export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout",
         yield* sql`INSERT INTO deliveries ${sql.insert(rows)}`.pipe(Effect.orDie)
         yield* notifier.notify(DELIVERIES_CHANNEL, kind).pipe(Effect.orDie)
         return rows.map((r) => r.id)
+      }),
+
+      /**
+       * A test event to one active subscription of the account, whatever event it
+       * subscribed to: a lead-shaped sample (call id `test_…`), delivered, signed and
+       * logged like any other, and marked `test` so the perform-list preview never
+       * samples it. None when the subscription is not the account's active one.
+       */
+      test: Effect.fn("Fanout.test")(function*(accountId: string, subscriptionId: string) {
+        const found = yield* subscriptions.find(accountId, subscriptionId)
+        if (Option.isNone(found)) return Option.none<string>()
+        const createdAt = new Date(yield* Clock.currentTimeMillis)
+        const id = randomUUID()
+        const input: EventInput = {
+          accountId,
+          callId: `test_${id.slice(0, 8)}`,
+          source: TEST_SOURCE,
+          contact: {
+            external_id: "",
+            full_name: "Test Caller",
+            first_name: "Test",
+            last_name: "Caller",
+            phones: ["+15550100000"],
+            emails: ["test.caller@example.com"],
+            address: ""
+          },
+          jobType: "Test",
+          summary: "A test event sent from the Integrations area.",
+          appointment: Option.none()
+        }
+        const traceparent = yield* TraceContext.current
+        yield* sql`INSERT INTO deliveries ${sql.insert({
+          id,
+          account_id: accountId,
+          subscription_id: found.value.id,
+          event: "lead",
+          call_id: input.callId,
+          source: input.source,
+          contact_external_id: "",
+          appointment_external_id: null,
+          target_url: found.value.targetUrl,
+          payload: JSON.stringify(encode(payload(input, id, createdAt))),
+          created_at: createdAt,
+          next_attempt_at: createdAt,
+          traceparent,
+          test: true
+        })}`.pipe(Effect.orDie)
+        yield* notifier.notify(DELIVERIES_CHANNEL, "lead").pipe(Effect.orDie)
+        yield* Audit.record("delivery.test_sent", { account_id: accountId, subscription_id: subscriptionId, delivery_id: id })
+        return Option.some(id)
       })
     }
   }),

@@ -57,6 +57,8 @@ const SUBJECT_PREFIX = "integration-key:"
 /** A key in the operator's listing: never the key, only its last four characters. */
 export const KeySummary = Schema.Struct({
   id: IntegrationKeyId,
+  /** What the account called it (null: no label). */
+  label: Schema.NullOr(Schema.String),
   /** Null for keys created before the last four characters were kept. */
   last_four: Schema.NullOr(Schema.String),
   created_at: Schema.DateFromSelf,
@@ -80,11 +82,16 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     const sql = yield* SqlClient.SqlClient
 
     const insert = SqlSchema.findOne({
-      Request: Schema.Struct({ accountId: Schema.String, hash: Schema.Uint8ArrayFromSelf, lastFour: Schema.String }),
+      Request: Schema.Struct({
+        accountId: Schema.String,
+        hash: Schema.Uint8ArrayFromSelf,
+        lastFour: Schema.String,
+        label: Schema.NullOr(Schema.String)
+      }),
       Result: Schema.Struct({ id: IntegrationKeyId }),
-      execute: ({ accountId, hash, lastFour }) =>
-        sql`INSERT INTO integration_keys (account_id, secret_hash, last_four)
-            SELECT id, ${hash}, ${lastFour} FROM accounts WHERE id = ${accountId}
+      execute: ({ accountId, hash, label, lastFour }) =>
+        sql`INSERT INTO integration_keys (account_id, secret_hash, last_four, label)
+            SELECT id, ${hash}, ${lastFour}, ${label} FROM accounts WHERE id = ${accountId}
             RETURNING id`
     })
     const disableById = SqlSchema.findOne({
@@ -116,7 +123,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       Request: Schema.Struct({ accountId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Int }),
       Result: KeySummary,
       execute: ({ accountId, after, limit }) =>
-        sql`SELECT id, last_four, created_at, last_used_at, disabled_at FROM integration_keys
+        sql`SELECT id, label, last_four, created_at, last_used_at, disabled_at FROM integration_keys
             WHERE account_id = ${accountId}
               ${after === null ? sql`` : sql`AND seq > (SELECT seq FROM integration_keys WHERE id = ${after})`}
             ORDER BY seq LIMIT ${limit}`
@@ -159,14 +166,22 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     })
 
     return {
-      /** Creates a key for `accountId`; the returned secret is shown once and never stored. */
-      create: Effect.fn("IntegrationKeys.create")(function*(accountId: string) {
+      /** Creates a key for `accountId` (named `label`, when given); the returned secret is shown once and never stored. */
+      create: Effect.fn("IntegrationKeys.create")(function*(accountId: string, label?: string) {
         if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
         const secret = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`
-        const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret), lastFour: secret.slice(-4) }))
+        const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret), lastFour: secret.slice(-4), label: label ?? null }))
         if (Option.isNone(row)) return yield* new AccountNotFound({ accountId })
         yield* Audit.record("key.created", { account_id: accountId, key_id: row.value.id })
         return { id: row.value.id, key: Redacted.make(secret) } satisfies CreatedKey
+      }),
+
+      /** The account's key `keyId`, if it is one (the Integrations area acts only on its own account's keys). */
+      find: Effect.fn("IntegrationKeys.find")(function*(accountId: string, keyId: string) {
+        if (!isUuid(accountId) || !isUuid(keyId)) return Option.none<KeySummary>()
+        const rows = yield* sql`SELECT id, label, last_four, created_at, last_used_at, disabled_at FROM integration_keys
+          WHERE id = ${keyId} AND account_id = ${accountId}`.pipe(Effect.flatMap(Schema.decodeUnknown(Schema.Array(KeySummary))), Effect.orDie)
+        return Option.fromNullable(rows[0])
       }),
 
       /** Turns a key off (idempotent); the account's subscriptions stay. */

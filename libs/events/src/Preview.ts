@@ -33,7 +33,7 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
       // same call, kind and creation time; the last one inserted stands for them.
       sql`SELECT DISTINCT ON (created_at, call_id, event)
               id, call_id, source, contact_external_id, appointment_external_id
-            FROM deliveries WHERE account_id = ${accountId}
+            FROM deliveries WHERE account_id = ${accountId} AND NOT test
             ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT ${limit}`
 

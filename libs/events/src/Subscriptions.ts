@@ -29,7 +29,8 @@ export const SubscriptionSummary = Schema.Struct({
   id: SubscriptionId,
   target_url: Schema.String,
   event: Schema.String,
-  created_by_key_id: Schema.String,
+  /** Null for a hook added by hand in the Integrations area. */
+  created_by_key_id: Schema.NullOr(Schema.String),
   created_at: Schema.DateFromSelf,
   /** Since when every attempt failed (the auto-disable clock), if it runs. */
   failing_since: Schema.NullOr(Schema.DateFromSelf),
@@ -49,14 +50,15 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
     const insert = SqlSchema.single({
       Request: Schema.Struct({
         accountId: Schema.String,
-        keyId: Schema.String,
+        keyId: Schema.NullOr(Schema.String),
+        sessionId: Schema.NullOr(Schema.String),
         targetUrl: Schema.String,
         event: Schema.String
       }),
       Result: Schema.Struct({ id: SubscriptionId }),
       execute: (r) =>
-        sql`INSERT INTO subscriptions (account_id, created_by_key_id, target_url, event)
-            VALUES (${r.accountId}, ${r.keyId}, ${r.targetUrl}, ${r.event})
+        sql`INSERT INTO subscriptions (account_id, created_by_key_id, created_by_session, target_url, event)
+            VALUES (${r.accountId}, ${r.keyId}, ${r.sessionId}, ${r.targetUrl}, ${r.event})
             RETURNING id`
     })
     const markRemoved = SqlSchema.findOne({
@@ -100,14 +102,18 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
     })
 
     return {
-      /** Stores a new subscription and returns its id (a repeat creates another). */
+      /**
+       * Stores a new subscription and returns its id (a repeat creates another);
+       * made by an integration key (`keyId`) or, by hand, in an Integrations area session (`sessionId`).
+       */
       create: Effect.fn("Subscriptions.create")(function*(input: {
         readonly accountId: AccountId
-        readonly keyId: string
+        readonly keyId: string | null
+        readonly sessionId?: string | undefined
         readonly targetUrl: string
         readonly event: string
       }) {
-        const row = yield* Effect.orDie(insert(input))
+        const row = yield* Effect.orDie(insert({ ...input, sessionId: input.sessionId ?? null }))
         yield* Audit.record("subscription.created", { account_id: input.accountId, subscription_id: row.id, event: input.event })
         return row.id
       }),
@@ -129,6 +135,13 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
        */
       matching: Effect.fn("Subscriptions.matching")(function*(accountId: string, kind: Events.EventKind) {
         return yield* Effect.orDie(activeFor({ accountId, events: Events.subscribedEventsFor(kind) }))
+      }),
+
+      /** The account's active subscription `id`, if it is one. */
+      find: Effect.fn("Subscriptions.find")(function*(accountId: string, id: string) {
+        if (!isUuid(id) || !isUuid(accountId)) return Option.none<Subscription>()
+        const rows = yield* Effect.orDie(allActive(accountId))
+        return Option.fromNullable(rows.find((s) => s.id === id))
       }),
 
       /** The account's active subscriptions, oldest first. */

@@ -5,6 +5,9 @@
  * attempt) and `webhook-signature`: `v1,` + base64 of HMAC-SHA256 over
  * `${id}.${timestamp}.${body}`, keyed by the base64-decoded part of the
  * account's `whsec_` secret. The body signed is the exact bytes sent.
+ * During a secret rotation's overlap the header carries one signature per
+ * secret, space-separated (current first), as Standard Webhooks allows: a
+ * receiver holding either secret verifies the delivery.
  */
 import { Data, Either, Redacted } from "effect"
 import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
@@ -40,9 +43,10 @@ export const signingKey = (secret: Redacted.Redacted<string>): Either.Either<Sig
 export const signature = (key: SigningKey, id: string, timestamp: number, body: string): string =>
   `v1,${createHmac("sha256", key.key).update(`${id}.${timestamp}.${body}`, "utf8").digest("base64")}`
 
-/** The headers of one delivery attempt of `body` (JSON), signed with `key`. */
+/** The headers of one delivery attempt of `body` (JSON), signed with `key` (and `previous`, during an overlap). */
 export const headers = (options: {
   readonly key: SigningKey
+  readonly previous?: SigningKey | undefined
   readonly id: string
   /** Unix seconds of this attempt. */
   readonly timestamp: number
@@ -52,5 +56,7 @@ export const headers = (options: {
   "user-agent": USER_AGENT,
   "webhook-id": options.id,
   "webhook-timestamp": String(options.timestamp),
-  "webhook-signature": signature(options.key, options.id, options.timestamp, options.body)
+  "webhook-signature": options.previous === undefined
+    ? signature(options.key, options.id, options.timestamp, options.body)
+    : `${signature(options.key, options.id, options.timestamp, options.body)} ${signature(options.previous, options.id, options.timestamp, options.body)}`
 })

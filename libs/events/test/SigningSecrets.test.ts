@@ -1,10 +1,11 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { TestDatabase, Vault } from "@crm-relay/store"
-import { Effect, Either, Exit, Layer, Logger, LogLevel, Redacted } from "effect"
+import { Duration, Effect, Either, Exit, Layer, Logger, LogLevel, Option, Redacted, TestClock } from "effect"
 import { Webhook } from "standardwebhooks"
 import { Accounts } from "../src/Accounts.js"
 import { SECRET_PREFIX, SigningSecrets } from "../src/SigningSecrets.js"
+import * as WebhookSigner from "../src/WebhookSigner.js"
 
 const masterKeys = Vault.randomMasterKeys()
 
@@ -85,6 +86,57 @@ describe("SigningSecrets", () => {
           SELECT count(*)::int4 AS n FROM vault_secrets v
           WHERE v.aad LIKE ${`%${account.id}%`} AND NOT EXISTS (SELECT 1 FROM signing_secrets s WHERE s.secret_id = v.id)`
         expect(orphans[0]!.n).toBe(0)
+      }))
+
+    it.effect("rotation: during the overlap a delivery carries both signatures (Standard Webhooks' several signatures), so a receiver holding either secret verifies it; after the overlap only the new one signs", () =>
+      Effect.gen(function*() {
+        const secrets = yield* SigningSecrets
+        const account = yield* (yield* Accounts).create({ name: "Rotating", mode: "live" })
+        const old = Redacted.value(yield* secrets.get(account.id))
+        const rotated = yield* secrets.rotate(account.id, Duration.hours(1))
+        const fresh = Redacted.value(rotated.current)
+        expect(fresh).not.toBe(old)
+        expect(Option.map(rotated.previous, Redacted.value)).toEqual(Option.some(old))
+        // Another replica reads the same set.
+        const other = yield* replica
+        const seen = yield* other.signing(account.id)
+        expect(Redacted.value(seen.current)).toBe(fresh)
+        expect(Option.map(seen.previous, Redacted.value)).toEqual(Option.some(old))
+
+        const sign = (set: typeof rotated) => {
+          const key = Either.getOrThrow(WebhookSigner.signingKey(set.current))
+          const previous = Option.getOrUndefined(Option.map(set.previous, (p) => Either.getOrThrow(WebhookSigner.signingKey(p))))
+          const timestamp = Math.floor(Date.now() / 1000)
+          const body = JSON.stringify({ id: "evt_r", event: "lead" })
+          return { body, headers: WebhookSigner.headers({ key, previous, id: "msg_r", timestamp, body }) }
+        }
+        const during = sign(rotated)
+        expect(during.headers["webhook-signature"]!.split(" ")).toHaveLength(2)
+        for (const secret of [old, fresh]) {
+          expect(new Webhook(secret).verify(during.body, during.headers)).toEqual({ id: "evt_r", event: "lead" })
+        }
+
+        yield* TestClock.adjust(Duration.hours(1))
+        const after = yield* secrets.signing(account.id)
+        expect(Option.isNone(after.previous)).toBe(true)
+        const signed = sign(after)
+        expect(signed.headers["webhook-signature"]!.split(" ")).toHaveLength(1)
+        expect(new Webhook(fresh).verify(signed.body, signed.headers)).toEqual({ id: "evt_r", event: "lead" })
+        expect(() => new Webhook(old).verify(signed.body, signed.headers)).toThrow()
+      }))
+
+    it.effect("a second rotation removes the secret before the previous one: at most two secrets sign", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const secrets = yield* SigningSecrets
+        const account = yield* (yield* Accounts).create({ name: "Twice", mode: "live" })
+        const first = Redacted.value(yield* secrets.get(account.id))
+        const second = yield* secrets.rotate(account.id)
+        const third = yield* secrets.rotate(account.id)
+        expect(Option.map(third.previous, Redacted.value)).toEqual(Option.some(Redacted.value(second.current)))
+        expect([Redacted.value(third.current), ...Option.toArray(Option.map(third.previous, Redacted.value))]).not.toContain(first)
+        const sealed = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM vault_secrets WHERE aad = ${JSON.stringify(["crm-relay/signing-secret/v1", account.id])}`
+        expect(sealed[0]!.n).toBe(2)
       }))
 
     it.effect("an unknown account has no secret (AccountNotFound), whatever the id looks like", () =>

@@ -25,7 +25,7 @@ const describeKey = (k: KeyView) =>
   `${k.disabled ? `  disabled ${k.disabled_at}` : ""}`
 
 const describeSubscription = (s: SubscriptionView) =>
-  `${describeStatus(s)}\n    created ${s.created_at} by key ${s.created_by_key_id}`
+  `${describeStatus(s)}\n    created ${s.created_at} ${s.created_by_key_id === null ? "in the Integrations area" : `by key ${s.created_by_key_id}`}`
 
 const listAccounts = Command.make("list", { limit: Flags.limit, cursor: Flags.cursor, json }, (flags) =>
   withOperations((operations) =>

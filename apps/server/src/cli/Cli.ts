@@ -7,11 +7,13 @@ import { Command, Options } from "@effect/cli"
 import { Console, type Context, Effect, Layer, Option, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
+import * as BridgeCli from "./BridgeCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
 import { refused } from "./AdminError.js"
 import * as Help from "./Help.js"
 import { json, print } from "./Output.js"
+import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Logging from "../observability/Logging.js"
 import * as Settings from "../config/Settings.js"
@@ -32,8 +34,8 @@ const serve = Command.make("serve", {}, () =>
     )
   })).pipe(
     Command.withDescription(
-      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN) " +
-        "and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
+      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN), " +
+        "the Integrations area on PORTAL_HOST:PORTAL_PORT and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
     )
   )
 
@@ -120,9 +122,11 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     keys,
     AccountsCli.subscriptions,
     ConnectionsCli.connections,
+    BridgeCli.command,
     ConnectionsCli.masterKey,
     PushesCli.command,
-    DeliveriesCli.command
+    DeliveriesCli.command,
+    PortalCli.command
   ])
 )
 

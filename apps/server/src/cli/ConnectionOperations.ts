@@ -4,8 +4,9 @@
  * with this process's MASTER_KEY and egress — or through the running
  * server's internal API, which then uses its own.
  */
+import { Conformance, type Egress, type TokenCache, type TransportRegistry } from "@crm-relay/bridge"
 import { Connections } from "@crm-relay/calls"
-import type { Operations } from "@crm-relay/contract"
+import type { Conformance as Contract, Operations } from "@crm-relay/contract"
 import { Migrations, Vault } from "@crm-relay/store"
 import { Context, Effect, Layer, Option } from "effect"
 import { AdminError, refused, unknownAccount } from "./AdminError.js"
@@ -32,6 +33,8 @@ export class ConnectionOperations extends Context.Tag("@crm-relay/server/Connect
   readonly test: (accountId: string, tenantId: string) => Effect.Effect<Operations.CapabilitiesResponse, AdminError>
   /** A page of the account's connections, by tenant id (never a secret). */
   readonly list: (accountId: string, page: PageRequest) => Effect.Effect<ConnectionPage, AdminError>
+  /** Runs the bridge conformance check on the tenant's stored connection (`writes`: the write level too). */
+  readonly check: (accountId: string, tenantId: string, writes: boolean) => Effect.Effect<Contract.Report, AdminError>
   /** The tenant's stored connection (never the secret). */
   readonly show: (accountId: string, tenantId: string) => Effect.Effect<ConnectionView, AdminError>
   /** Deletes the tenant's connection and its sealed secret. */
@@ -110,7 +113,24 @@ export const layerDirect = (settings: CliSettings) =>
           Effect.gen(function*() {
             const connections = yield* Connections.Connections
             const vault = yield* Vault.Vault
+            const bridgeSide = yield* Effect.context<Egress | TokenCache | TransportRegistry>()
             return ConnectionOperations.of({
+              check: (accountId, tenantId, writes) =>
+                connections.state(accountId, tenantId).pipe(
+                  Effect.flatMap(Option.match({
+                    onNone: () => Effect.fail(unknownAccount(accountId)),
+                    onSome: (state) =>
+                      Option.match(state.connection, {
+                        onNone: () => Effect.fail(noConnection(tenantId)),
+                        onSome: (stored) =>
+                          Conformance.run({ connection: stored.connection, writes }).pipe(
+                            Effect.provide(bridgeSide),
+                            Effect.mapError((error) => invalid(error.field, error.message))
+                          )
+                      })
+                  })),
+                  Effect.catchAllDefect(defect)
+                ),
               set: (accountId, tenantId, request) =>
                 connections.set(accountId, tenantId, toSettings(request)).pipe(
                   Effect.mapError(explain),
@@ -193,6 +213,8 @@ export const layerRemote = DataAccess.layerRemote(ConnectionOperations, ({ baseU
         path: { id: accountId },
         urlParams: { limit: page.limit, ...(Option.isSome(page.cursor) ? { cursor: page.cursor.value } : {}) }
       }).pipe(Effect.mapError(fail)),
+    check: (accountId, tenantId, writes) =>
+      client.connections.check({ ...path(accountId, tenantId), payload: { writes } }).pipe(Effect.mapError(fail)),
     show: (accountId, tenantId) => client.connections.get(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
     remove: (accountId, tenantId) => client.connectionListing.remove(path(accountId, tenantId)).pipe(Effect.mapError(fail)),
     rotate: (masterKeyId) =>

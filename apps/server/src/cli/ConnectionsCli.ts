@@ -32,8 +32,8 @@ const stdinLine = Effect.tryPromise({
   catch: () => new AdminError({ message: "Could not read the secret from standard input." })
 }).pipe(Effect.map((input) => Redacted.make(input.split(/\r?\n/)[0]?.trim() ?? "")))
 
-/** A secret from its flag (`-`: standard input), else from the environment. */
-const secretFrom = (flag: Option.Option<Redacted.Redacted<string>>, env: string) =>
+/** A secret from its flag (`-`: standard input), else from the environment (also used by `bridge check`). */
+export const secretFrom = (flag: Option.Option<Redacted.Redacted<string>>, env: string) =>
   Option.match(flag, {
     onSome: (value) => (Redacted.value(value) === "-" ? Effect.map(stdinLine, Option.some) : Effect.succeed(Option.some(value))),
     onNone: () =>

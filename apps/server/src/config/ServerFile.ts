@@ -14,6 +14,8 @@ export const ServerInfo = Schema.Struct({
   pid: Schema.Int,
   adminUrl: Schema.String,
   publicUrl: Schema.optional(Schema.String),
+  /** Where the Integrations area's links point (PORTAL_PUBLIC_URL, or its listener). */
+  portalUrl: Schema.optional(Schema.String),
   startedAt: Schema.String
 })
 export type ServerInfo = typeof ServerInfo.Type

@@ -18,11 +18,29 @@ export interface Setting {
 /** Every setting, in README order. */
 export const table: ReadonlyArray<Setting> = [
   { name: "PORT", default: "8080", description: "Port of the public Event API.", secret: false },
-  { name: "ADMIN_PORT", default: "8081", description: "Port of the internal API (and Integrations area).", secret: false },
+  { name: "ADMIN_PORT", default: "8081", description: "Port of the internal API.", secret: false },
   {
     name: "ADMIN_HOST",
     default: "127.0.0.1",
     description: "Interface the internal API binds to; keep it private.",
+    secret: false
+  },
+  {
+    name: "PORTAL_PORT",
+    default: "8082",
+    description: "Port of the Integrations area (the account's own web page, entered through single-use links).",
+    secret: false
+  },
+  {
+    name: "PORTAL_HOST",
+    default: "127.0.0.1",
+    description: "Interface the Integrations area binds to; put it behind your HTTPS proxy to open it to customers.",
+    secret: false
+  },
+  {
+    name: "PORTAL_PUBLIC_URL",
+    default: "unset (http://PORTAL_HOST:PORTAL_PORT)",
+    description: "Base URL customers open the Integrations area at (links are minted under it); https:// makes the session cookie Secure.",
     secret: false
   },
   {
@@ -147,6 +165,27 @@ export const adminHost = Config.string("ADMIN_HOST").pipe(
   Config.withDefault("127.0.0.1"),
   Config.withDescription(describe("ADMIN_HOST"))
 )
+/** The Integrations area's port. */
+export const portalPort = listenPort("PORTAL_PORT").pipe(Config.withDefault(8082), Config.withDescription(describe("PORTAL_PORT")))
+/** The Integrations area's interface. */
+export const portalHost = Config.string("PORTAL_HOST").pipe(
+  Config.withDefault("127.0.0.1"),
+  Config.withDescription(describe("PORTAL_HOST"))
+)
+/** The Integrations area's public base URL, when configured (empty counts as unset). */
+export const portalPublicUrl = Config.option(Config.string("PORTAL_PUBLIC_URL")).pipe(
+  Config.map(Option.map((url) => url.trim().replace(/\/+$/, ""))),
+  Config.map(Option.filter((url) => url !== "")),
+  Config.validate({
+    message: "PORTAL_PUBLIC_URL must be an http:// or https:// URL",
+    validation: Option.match({ onNone: () => true, onSome: (url) => /^https?:\/\/[^/?#]+(\/[^?#]*)?$/.test(url) })
+  }),
+  Config.withDescription(describe("PORTAL_PUBLIC_URL"))
+)
+/** Where the Integrations area is reached. */
+export const PortalSettings = Config.all({ port: portalPort, host: portalHost, publicUrl: portalPublicUrl })
+export type PortalSettings = Config.Config.Success<typeof PortalSettings>
+
 /** The internal API's bearer token, when configured. */
 export const adminToken = optionalSecret("ADMIN_TOKEN")
 /** The PostgreSQL URL, when configured. */
@@ -280,6 +319,7 @@ export const Settings = Config.all({
   adminPort,
   adminHost,
   adminToken,
+  portal: PortalSettings,
   databaseUrl,
   databasePoolSize,
   dataDir,
@@ -293,5 +333,14 @@ export const Settings = Config.all({
 export type Settings = Config.Config.Success<typeof Settings>
 
 /** The settings the CLI needs to find the database or the running server. */
-export const CliSettings = Config.all({ adminToken, databaseUrl, databasePoolSize, dataDir, logLevel, masterKey, masterKeyPrevious })
+export const CliSettings = Config.all({
+  adminToken,
+  databaseUrl,
+  databasePoolSize,
+  dataDir,
+  logLevel,
+  masterKey,
+  masterKeyPrevious,
+  portal: PortalSettings
+})
 export type CliSettings = Config.Config.Success<typeof CliSettings>

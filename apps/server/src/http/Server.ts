@@ -1,14 +1,15 @@
 /**
  * `crm-relay serve`: the database (migrated before anything listens), the
  * Event API services, the internal API on ADMIN_HOST:ADMIN_PORT, the public
- * Event API on PORT (ROLE all|api) and the worker fibers (ROLE all|worker).
+ * Event API on PORT and the Integrations area on PORTAL_HOST:PORTAL_PORT
+ * (ROLE all|api), and the worker fibers (ROLE all|worker).
  * Released in reverse: workers stop, the APIs drain in-flight requests, then
  * the database closes.
  */
 import { Accounts, EventApiLive, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
 import { Database, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Effect, Layer, Option, type Redacted } from "effect"
-import { type Address, AdminAddress, PublicAddress } from "./Addresses.js"
+import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
 import * as AdminToken from "../config/AdminToken.js"
 import * as BridgeLayers from "../workers/BridgeLayers.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
@@ -16,6 +17,10 @@ import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
 import * as InCallApiLive from "./internal/InCallApiLive.js"
 import * as InternalApiLive from "./internal/InternalApiLive.js"
+import * as PortalApiLive from "./portal/PortalApiLive.js"
+import * as PortalLinks from "./portal/PortalLinks.js"
+import { PortalSessions } from "./portal/PortalSessions.js"
+import * as PortalSite from "./portal/PortalSite.js"
 import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
 import * as Reference from "./internal/Reference.js"
@@ -29,7 +34,7 @@ import * as Workers from "../workers/Workers.js"
 /** Where this server listens: the public API only when its role serves it. */
 export class Listening extends Context.Tag("@crm-relay/server/Listening")<
   Listening,
-  { readonly publicApi: Option.Option<Address>; readonly internalApi: Address }
+  { readonly publicApi: Option.Option<Address>; readonly internalApi: Address; readonly portal: Option.Option<Address> }
 >() {}
 
 /** The Event API's services over a `SqlClient`. */
@@ -58,6 +63,15 @@ export interface ServeOptions {
   readonly masterKeys?: Vault.MasterKeys | undefined
   /** Retention and auto-disable; the defaults when not given. */
   readonly lifecycle?: LifecycleSettings | undefined
+  /** The Integrations area's listener (ROLE all|api); none when not given (tests of other parts). */
+  readonly portal?: {
+    readonly host: string
+    readonly port: number
+    /** PORTAL_PUBLIC_URL: where links point; https makes the cookie Secure. */
+    readonly publicUrl: Option.Option<string>
+    /** Where the built page is; found beside the build or in the repository when not given. */
+    readonly assetsDir?: Option.Option<string> | undefined
+  } | undefined
 }
 
 /** The services the public Event API's handlers use. */
@@ -104,18 +118,41 @@ export const layerWithDatabase = (options: ServeOptions) => {
       tag: PublicAddress
     }))
     : Layer.empty
+  const portalOptions = options.portal
+  const portal = portalOptions !== undefined && Workers.servesPublicApi(options.role)
+    ? serveApi({
+      api: PortalApiLive.layer,
+      host: portalOptions.host,
+      port: portalOptions.port,
+      messages: { notFound: PortalApiLive.messages.notFound },
+      observe: { api: "portal", actor: "anonymous" },
+      routes: PortalSite.routes({
+        assetsDir: portalOptions.assetsDir ?? PortalSite.findAssets(),
+        secureCookie: Option.exists(portalOptions.publicUrl, (url) => url.startsWith("https://"))
+      }).pipe(Layer.provide(PortalSessions.Default)),
+      wrap: PortalSite.withSecurityHeaders,
+      tag: PortalAddress
+    })
+    : Layer.empty
+  // Links point at PORTAL_PUBLIC_URL, or at the listener once it is up.
+  const portalAndLinks = PortalLinks.layer(Option.flatMap(Option.fromNullable(portalOptions), (p) => p.publicUrl)).pipe(
+    Layer.provideMerge(portal)
+  )
 
   const listening = Layer.scoped(
     Listening,
     Effect.gen(function*() {
       const internal = yield* AdminAddress
       const pub = yield* Effect.serviceOption(PublicAddress)
+      const portalAddress = yield* Effect.serviceOption(PortalAddress)
+      const links = yield* PortalLinks.PortalLinks
       const database = yield* Database.DatabaseInfo
       if (Option.isSome(options.dataDir)) {
         yield* ServerFile.publish(options.dataDir.value, {
           pid: process.pid,
           adminUrl: internal.url,
           publicUrl: Option.getOrElse(Option.map(pub, (a) => a.url), () => ""),
+          ...Option.match(links.baseUrl, { onNone: () => ({}), onSome: (portalUrl) => ({ portalUrl }) }),
           startedAt: new Date().toISOString()
         })
       }
@@ -125,11 +162,12 @@ export const layerWithDatabase = (options: ServeOptions) => {
           database: database.kind,
           database_location: database.location,
           public_api: Option.getOrElse(Option.map(pub, (a) => a.url), () => "off"),
+          portal: Option.getOrElse(Option.map(portalAddress, (a) => a.url), () => "off"),
           internal_api: internal.url
         })
       )
       yield* Effect.addFinalizer(() => Effect.logInfo("crm-relay is stopping: draining requests"))
-      return { publicApi: pub, internalApi: internal }
+      return { publicApi: pub, internalApi: internal, portal: portalAddress }
     })
   )
 
@@ -142,6 +180,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
   ]
   return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, workers)).pipe(
     Layer.provide(Layer.merge(internalApi, publicApi)),
+    Layer.provideMerge(portalAndLinks),
     Layer.provideMerge(CallPipeline.ServicesLive),
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
@@ -160,6 +199,7 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         adminHost: settings.adminHost,
         adminPort: settings.adminPort,
         adminToken,
+        portal: settings.portal,
         dataDir: Option.some(settings.dataDir),
         masterKeys,
         lifecycle: settings.lifecycle

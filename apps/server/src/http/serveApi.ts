@@ -5,7 +5,7 @@
  * closes idle keep-alive connections, lets in-flight requests finish (up to
  * `graceMillis`, then closes what is left) — all before the database closes.
  */
-import { HttpApiBuilder, type HttpApi, HttpRouter, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, type HttpApi, type HttpApp, HttpRouter, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ErrorResponses } from "@crm-relay/events"
 import { type Context, Effect, Layer } from "effect"
@@ -32,6 +32,8 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
   readonly api: Layer.Layer<HttpApi.Api, EApi, RApi>
   /** The API's name in access lines and metrics (`public`, `internal`), and who its requests act as until authenticated. */
   readonly observe: { readonly api: string; readonly actor: string }
+  /** Wraps the whole app (every answer passes through it), e.g. to add headers. */
+  readonly wrap?: (app: HttpApp.Default) => HttpApp.Default
   /** Routes beside the API's on its router (e.g. GET /metrics). */
   readonly routes?: Layer.Layer<never, ERoutes, RRoutes>
   readonly host: string | undefined
@@ -71,7 +73,8 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never>(option
         })
       )
 
-      const serve = HttpApiBuilder.serve((app) => accessLog(options.observe.api, options.observe.actor)(inOrder(app))).pipe(
+      const wrap = options.wrap ?? ((app: HttpApp.Default) => app)
+      const serve = HttpApiBuilder.serve((app) => accessLog(options.observe.api, options.observe.actor)(inOrder(wrap(app)))).pipe(
         // A path parameter of any length reaches its handler (which answers an unknown id 404 after the key).
         Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: Number.MAX_SAFE_INTEGER }),
         Layer.provide(options.routes ?? Layer.empty),

@@ -11,6 +11,12 @@
  * | 422 | the check reached the bridge (or its token endpoint) and failed: credential refused, egress refused the address, redirect, other 4xx, or an answer that is not a valid capabilities receipt |
  * | 502 | the bridge (or its token endpoint) could not be reached: network failure, deadline, 429 or 5xx; try again later |
  *
+ * `POST .../check` runs the bridge conformance check on the stored connection
+ * and answers 200 with the report whatever the verdict (`passed`,
+ * `earned_level`); 404 when there is no account or connection, 400 when the
+ * stored connection cannot be used. `{"writes": true}` also runs the write
+ * level, which creates labelled test records: only on a test tenant.
+ *
  * A failed check stores nothing. No answer ever carries a bridge credential;
  * `GET .../signing-secret` is the one place the account's own webhook
  * signing secret is shown (to configure receivers).
@@ -18,6 +24,7 @@
  * The groups get the admin-token middleware where InternalApi adds them.
  */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as Conformance from "../Conformance.js"
 import * as Events from "../Events.js"
 import * as Operations from "../Operations.js"
 import { Schema } from "effect"
@@ -132,6 +139,14 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
       .addError(ConnectionNotAllowed.wire)
       .addError(CheckRefused.wire)
       .addError(Events.Unavailable.wire)
+  )
+  .add(
+    HttpApiEndpoint.post("check", "/v1/accounts/:id/connections/:tenantId/check")
+      .setPath(connectionPath)
+      .setPayload(Conformance.CheckRequest)
+      .addSuccess(Conformance.Report)
+      .addError(InvalidSettings.wire)
+      .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/accounts/:id/connections/:tenantId")

@@ -70,7 +70,8 @@ export type KeyView = typeof KeyView.Type
 /** A subscription in a listing, with where it stands (active, failing, disabled or removed). */
 export const SubscriptionView = Schema.Struct({
   ...SubscriptionStatus.fields,
-  created_by_key_id: Schema.String
+  /** Null for a hook added by hand in the Integrations area. */
+  created_by_key_id: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "SubscriptionView" })
 export type SubscriptionView = typeof SubscriptionView.Type
 

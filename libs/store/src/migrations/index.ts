@@ -11,6 +11,7 @@ import insertionOrder from "./0005_insertion_order.js"
 import traceContext from "./0006_trace_context.js"
 import operatorListings from "./0007_operator_listings.js"
 import receiverLifecycle from "./0009_receiver_lifecycle.js"
+import portal from "./0010_portal.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -21,5 +22,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0005_insertion_order": insertionOrder,
   "0006_trace_context": traceContext,
   "0007_operator_listings": operatorListings,
-  "0009_receiver_lifecycle": receiverLifecycle
+  "0009_receiver_lifecycle": receiverLifecycle,
+  "0010_portal": portal
 }

@@ -3,6 +3,7 @@
  * internal API (see ConnectionsApi for the statuses).
  */
 import { HttpApiBuilder } from "@effect/platform"
+import { Conformance, type Egress, type TokenCache, type TransportRegistry } from "@crm-relay/bridge"
 import { Connections } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { SigningSecrets } from "@crm-relay/events"
@@ -79,6 +80,8 @@ const view = (state: Connections.StoredConnection): ConnectionView => {
 const ConnectionsLive = HttpApiBuilder.group(InternalApi, "connections", (handlers) =>
   Effect.gen(function*() {
     const connections = yield* Connections.Connections
+    // The check speaks through the server's own egress, token cache and transports.
+    const bridgeSide = yield* Effect.context<Egress | TokenCache | TransportRegistry>()
     return handlers
       .handle("set", ({ path, payload }) =>
         connections.set(path.id, path.tenantId, toSettings(payload)).pipe(
@@ -90,6 +93,18 @@ const ConnectionsLive = HttpApiBuilder.group(InternalApi, "connections", (handle
           Effect.map((capabilities) => ({ capabilities })),
           Effect.mapError(toApiError)
         ))
+      .handle("check", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const state = yield* connections.state(path.id, path.tenantId)
+          if (Option.isNone(state)) return yield* unknownAccount()
+          if (Option.isNone(state.value.connection)) {
+            return yield* new Events.NotFound({ error: messages.noConnection(path.tenantId) })
+          }
+          return yield* Conformance.run({ connection: state.value.connection.value.connection, writes: payload.writes }).pipe(
+            Effect.provide(bridgeSide),
+            Effect.mapError((error) => new InvalidSettings({ error: error.message, field: error.field }))
+          )
+        }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const state = yield* connections.state(path.id, path.tenantId)

@@ -2,9 +2,9 @@
  * The API reference on the internal port (never on the public one, which
  * serves exactly the Event API's three pairs):
  *
- * - `GET /openapi/{internal-api,event-api,crm-bridge}.openapi.json`: the
+ * - `GET /openapi/{internal-api,event-api,crm-bridge,portal-api}.openapi.json`: the
  *   OpenAPI 3.1 documents as committed under `libs/contract/openapi/`;
- * - `GET /docs` (internal API), `/docs/event-api`, `/docs/crm-bridge`: each
+ * - `GET /docs` (internal API), `/docs/event-api`, `/docs/crm-bridge`, `/docs/portal-api`: each
  *   as a browsable page (Scalar, inlined: it works on a closed network).
  *
  * Both are readable without the admin token: they describe the APIs, they
@@ -16,6 +16,7 @@ import type { HttpApi } from "@effect/platform"
 import { BridgeApi } from "@crm-relay/contract/BridgeApi"
 import { EventApi } from "@crm-relay/contract/EventApi"
 import { InternalApi } from "@crm-relay/contract/InternalApi"
+import { PortalApi } from "@crm-relay/contract/PortalApi"
 import { DOCUMENTS, render } from "@crm-relay/contract/OpenApiDocuments"
 import { Effect, Layer, Scope } from "effect"
 
@@ -23,7 +24,8 @@ import { Effect, Layer, Scope } from "effect"
 const PAGES = [
   { path: "/docs", api: InternalApi, file: "internal-api.openapi.json" },
   { path: "/docs/event-api", api: EventApi, file: "event-api.openapi.json" },
-  { path: "/docs/crm-bridge", api: BridgeApi, file: "crm-bridge.openapi.json" }
+  { path: "/docs/crm-bridge", api: BridgeApi, file: "crm-bridge.openapi.json" },
+  { path: "/docs/portal-api", api: PortalApi, file: "portal-api.openapi.json" }
 ] as const satisfies ReadonlyArray<{ path: `/${string}`; api: HttpApi.HttpApi.Any; file: keyof typeof DOCUMENTS }>
 
 /**
@@ -36,7 +38,7 @@ const pagesHandler = Effect.gen(function*() {
   const Scalar = yield* Effect.promise(() => import("@effect/platform/HttpApiScalar"))
   const page = ({ api, file, path }: typeof PAGES[number]) =>
     Scalar.layerHttpLayerRouter({ path, api: api.annotate(OpenApi.Transform, () => DOCUMENTS[file]()) })
-  return yield* HttpLayerRouter.toHttpEffect(Layer.mergeAll(page(PAGES[0]), page(PAGES[1]), page(PAGES[2])))
+  return yield* HttpLayerRouter.toHttpEffect(Layer.mergeAll(page(PAGES[0]), page(PAGES[1]), page(PAGES[2]), page(PAGES[3])))
 })
 
 /** The reference routes, beside the internal API's on its router. */

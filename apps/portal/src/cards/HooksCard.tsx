@@ -1,0 +1,112 @@
+/**
+ * Hooks: every subscription of the account (target, event, created, which
+ * key made it), add one by hand, remove one, and send a test event to one
+ * and watch its delivery's result appear.
+ */
+import { type FormEvent, useEffect, useState } from "react"
+import { type Client, type PortalApi, run } from "../api.js"
+import { Status } from "../ui/Status.js"
+import { Time } from "../ui/Time.js"
+import { useLoad } from "../ui/useLoad.js"
+
+const keyName = (hook: PortalApi.HookView) =>
+  hook.created_by_key === null
+    ? "added in this page"
+    : `key ${hook.created_by_key.label ?? ""} ${hook.created_by_key.last_four === null ? "" : `(…${hook.created_by_key.last_four})`}`.replace(/\s+/g, " ")
+
+/** The result of a test event, read until its first attempt is logged. */
+const TestResult = ({ client, deliveryId }: { readonly client: Client; readonly deliveryId: string }) => {
+  const [detail, setDetail] = useState<PortalApi.DeliveryDetail | undefined>(undefined)
+  useEffect(() => {
+    let stop = false
+    const poll = () =>
+      void run(client.activity.delivery({ path: { id: deliveryId } })).then((result) => {
+        if (stop) return
+        if (result.ok) setDetail(result.value)
+        if (!result.ok || result.value.attempt_log.length === 0) window.setTimeout(poll, 1000)
+      })
+    poll()
+    return () => {
+      stop = true
+    }
+  }, [client, deliveryId])
+  const last = detail?.attempt_log[detail.attempt_log.length - 1]
+  return (
+    <p role="status" className={last === undefined ? "hint" : last.result === "delivered" ? "ok" : "error"} data-testid="test-result">
+      {last === undefined
+        ? "Test event queued; waiting for the receiver's answer…"
+        : last.result === "delivered"
+        ? `Test event delivered: the receiver answered ${last.status_code ?? "?"} in ${last.duration_ms} ms.`
+        : `Test event not delivered: ${last.error ?? last.error_class ?? "unknown error"}${last.result === "retry" ? " It will be retried." : ""}`}
+    </p>
+  )
+}
+
+export const HooksCard = ({ client }: { readonly client: Client }) => {
+  const hooks = useLoad(() => run(client.hooks.list()), [client])
+  const [target, setTarget] = useState("")
+  const [event, setEvent] = useState<"lead" | "booking" | "all">("lead")
+  const [message, setMessage] = useState<{ error?: string; ok?: string }>({})
+  const [tests, setTests] = useState<Record<string, string>>({})
+
+  const add = (e: FormEvent) => {
+    e.preventDefault()
+    void run(client.hooks.create({ payload: { target_url: target, event } })).then((result) => {
+      if (!result.ok) return setMessage({ error: result.error })
+      setTarget("")
+      setMessage({ ok: "Hook added. Send it a test event to check the receiver." })
+      hooks.reload()
+    })
+  }
+  const remove = (id: string) =>
+    void run(client.hooks.remove({ path: { id } })).then((result) => {
+      setMessage(result.ok ? { ok: "Hook removed." } : { error: result.error })
+      hooks.reload()
+    })
+  const test = (id: string) =>
+    void run(client.hooks.test({ path: { id } })).then((result) => {
+      if (!result.ok) return setMessage({ error: result.error })
+      setMessage({})
+      setTests((current) => ({ ...current, [id]: result.value.delivery_id }))
+    })
+
+  return (
+    <div className="part" data-card="hooks">
+      <h3>Hooks</h3>
+      <p className="hint">
+        Every subscription of this account. After a platform lost a subscribe answer, check here before subscribing again: a repeat
+        creates a duplicate hook.
+      </p>
+      <Status error={message.error ?? hooks.error} ok={message.ok} />
+      {hooks.data !== undefined && hooks.data.hooks.length === 0 && <p className="empty">No hooks yet.</p>}
+      {hooks.data !== undefined && hooks.data.hooks.length > 0 && (
+        <ul className="list">
+          {hooks.data.hooks.map((hook) => (
+            <li key={hook.id} data-testid="hook-row">
+              <div className="grow">
+                <code className="url">{hook.target_url}</code>
+                <div className="hint">
+                  {hook.event} events · created <Time at={hook.created_at} /> · {keyName(hook)}
+                </div>
+                {tests[hook.id] !== undefined && <TestResult client={client} deliveryId={tests[hook.id]!} />}
+              </div>
+              <button type="button" onClick={() => test(hook.id)}>Send test event</button>
+              <button type="button" className="danger" onClick={() => remove(hook.id)} aria-label={`Remove hook ${hook.target_url}`}>Remove</button>
+            </li>
+          ))}
+        </ul>
+      )}
+      <form onSubmit={add} className="row">
+        <label htmlFor="hook-url">Receiver URL</label>
+        <input id="hook-url" type="url" required value={target} placeholder="https://hooks.example.com/…" onChange={(e) => setTarget(e.target.value)} />
+        <label htmlFor="hook-event">Event</label>
+        <select id="hook-event" value={event} onChange={(e) => setEvent(e.target.value as "lead" | "booking" | "all")}>
+          <option value="lead">lead</option>
+          <option value="booking">booking</option>
+          <option value="all">all</option>
+        </select>
+        <button type="submit">Add hook</button>
+      </form>
+    </div>
+  )
+}

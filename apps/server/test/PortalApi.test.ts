@@ -1,0 +1,223 @@
+import { describe, expect, it, layer } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Accounts } from "@crm-relay/events"
+import { TestDatabase } from "@crm-relay/store"
+import { Clock, Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
+import * as Server from "../src/http/Server.js"
+import { PortalSessions } from "../src/http/portal/PortalSessions.js"
+import { adminRequest, type Answer, layerServer, request } from "./support/TestServer.js"
+
+/** A server with its Integrations area on loopback (no built page needed: the API is what is tested). */
+const Live = layerServer({
+  portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() }
+}).pipe(Layer.provideMerge(TestDatabase.layer))
+
+const urls = Effect.map(Server.Listening, (l) => ({
+  admin: l.internalApi.url,
+  public: Option.getOrThrow(l.publicApi).url,
+  portal: Option.getOrThrow(l.portal).url
+}))
+
+const admin = (method: string, path: string, body?: unknown) => Effect.flatMap(urls, (u) => adminRequest(u.admin, method, path, body))
+
+/** A signed-in session of a new account: its cookie and CSRF token, and a request helper acting in it. */
+const session = (mode: "live" | "demo" = "live") =>
+  Effect.gen(function*() {
+    const { portal } = yield* urls
+    const account = (yield* admin("POST", "/v1/accounts", { name: "Portal test", mode })).json as { id: string }
+    const link = (yield* admin("POST", `/v1/accounts/${account.id}/portal-sessions`)).json as { url: string }
+    const entered = yield* request("GET", link.url)
+    const cookie = (entered.headers.get("set-cookie") ?? "").split(";")[0]!
+    const me = (yield* request("GET", `${portal}/api/session`, { headers: { cookie } })).json as { csrf_token: string }
+    const call = (method: string, path: string, body?: unknown, csrf = true): Effect.Effect<Answer> =>
+      request(method, `${portal}${path}`, {
+        headers: {
+          cookie,
+          ...(csrf ? { "x-csrf-token": me.csrf_token } : {}),
+          ...(body === undefined ? {} : { "content-type": "application/json" })
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) })
+      })
+    return { accountId: account.id, cookie, call }
+  })
+
+layer(Live)("Integrations area API", (it) => {
+  it.effect("Access: the operator mints a single-use link (POST /v1/accounts/{id}/portal-sessions → {url, expires_at}, admin token required); it opens once, setting an HttpOnly, SameSite=Strict cookie; a second time it sets nothing", () =>
+    Effect.gen(function*() {
+      const { admin: adminUrl, portal } = yield* urls
+      const account = (yield* admin("POST", "/v1/accounts", { name: "Once", mode: "live" })).json as { id: string }
+      const unauthorized = yield* request("POST", `${adminUrl}/v1/accounts/${account.id}/portal-sessions`)
+      expect(unauthorized.status).toBe(401)
+      expect((yield* admin("POST", "/v1/accounts/0f8fad5b-d9cb-469f-a165-70867728950e/portal-sessions")).status).toBe(404)
+
+      const minted = yield* admin("POST", `/v1/accounts/${account.id}/portal-sessions`)
+      expect(minted.status).toBe(201)
+      const link = minted.json as { url: string; expires_at: string }
+      expect(link.url.startsWith(`${portal}/enter?token=`)).toBe(true)
+      const ttl = new Date(link.expires_at).getTime() - (yield* Clock.currentTimeMillis)
+      expect(ttl).toBeGreaterThan(0)
+      expect(ttl).toBeLessThanOrEqual(10 * 60_000)
+
+      const first = yield* request("GET", link.url)
+      expect([first.status, first.headers.get("location")]).toEqual([303, "/"])
+      const cookie = first.headers.get("set-cookie") ?? ""
+      expect(cookie).toMatch(/^crm_relay_portal=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; SameSite=Strict; Max-Age=\d+$/)
+      const second = yield* request("GET", link.url)
+      expect([second.status, second.headers.get("location"), second.headers.get("set-cookie")]).toEqual([303, "/?link=invalid", null])
+
+      const me = yield* request("GET", `${portal}/api/session`, { headers: { cookie: cookie.split(";")[0]! } })
+      expect(me.status).toBe(200)
+      expect(me.json).toMatchObject({ account: { id: account.id, name: "Once", mode: "live" }, idle_timeout_seconds: 1800 })
+      expect((yield* request("GET", `${portal}/api/session`)).status).toBe(401)
+    }))
+
+  it.effect("every answer of the portal's listener carries the strict CSP (default-src 'self'), no-referrer and nosniff; the page answers 503 with the next step when it was not built", () =>
+    Effect.gen(function*() {
+      const { portal } = yield* urls
+      for (const path of ["/", "/api/session", "/enter?token=nothing", "/no-such-path"]) {
+        const answer = yield* request("GET", `${portal}${path}`)
+        expect(answer.headers.get("content-security-policy")).toMatch(/^default-src 'self';/)
+        expect(answer.headers.get("referrer-policy")).toBe("no-referrer")
+        expect(answer.headers.get("x-content-type-options")).toBe("nosniff")
+      }
+      const page = yield* request("GET", `${portal}/`)
+      expect([page.status, page.text]).toEqual([503, "The Integrations area's page has not been built: run `npm run build`, then restart crm-relay."])
+    }))
+
+  it.effect("the Integrations area is served on its own listener only: the public Event API port and the internal port answer 404 for its routes", () =>
+    Effect.gen(function*() {
+      const u = yield* urls
+      for (const base of [u.public, u.admin]) {
+        for (const path of ["/api/session", "/enter?token=x", "/"]) {
+          expect((yield* request("GET", `${base}${path}`)).status).toBe(404)
+        }
+      }
+    }))
+
+  it.effect("CSRF: a change without the session's x-csrf-token is refused 403 and changes nothing; with it, the change is made, and the key is shown in that answer only", () =>
+    Effect.gen(function*() {
+      const me = yield* session()
+      const refused = yield* me.call("POST", "/api/keys", { label: "no token" }, false)
+      expect([refused.status, refused.json]).toEqual([403, { error: "This change did not carry the page's security token; reload the page and try again." }])
+      expect(((yield* me.call("GET", "/api/keys")).json as { keys: Array<unknown> }).keys).toEqual([])
+
+      const created = yield* me.call("POST", "/api/keys", { label: "Zapier" })
+      expect(created.status).toBe(201)
+      const key = created.json as { id: string; key: string; label: string; last_four: string }
+      expect(key.label).toBe("Zapier")
+      expect(key.key.endsWith(key.last_four)).toBe(true)
+      // Listed without the key, ever again.
+      const listed = yield* me.call("GET", "/api/keys")
+      expect(listed.text).not.toContain(key.key)
+    }))
+
+  it.effect("Isolation: one account's session cannot see or change another's keys, hooks, deliveries or pushes — an id of the other account answers 404, as an unknown one", () =>
+    Effect.gen(function*() {
+      const mine = yield* session()
+      const theirs = yield* session()
+      const key = (yield* theirs.call("POST", "/api/keys", { label: "theirs" })).json as { id: string }
+      const hook = (yield* theirs.call("POST", "/api/hooks", { target_url: "https://hooks.example.com/theirs", event: "lead" })).json as { id: string }
+      const test = (yield* theirs.call("POST", `/api/hooks/${hook.id}/test`)).json as { delivery_id: string }
+
+      expect(((yield* mine.call("GET", "/api/keys")).json as { keys: Array<unknown> }).keys).toEqual([])
+      expect(((yield* mine.call("GET", "/api/hooks")).json as { hooks: Array<unknown> }).hooks).toEqual([])
+      expect(((yield* mine.call("GET", "/api/deliveries")).json as { deliveries: Array<unknown> }).deliveries).toEqual([])
+      for (const [method, path] of [
+        ["POST", `/api/keys/${key.id}/disable`],
+        ["DELETE", `/api/hooks/${hook.id}`],
+        ["POST", `/api/hooks/${hook.id}/test`],
+        ["GET", `/api/deliveries/${test.delivery_id}`],
+        ["POST", `/api/deliveries/${test.delivery_id}/replay`],
+        ["POST", `/api/pushes/${test.delivery_id}/replay`]
+      ] as const) {
+        expect([method, path, (yield* mine.call(method, path)).status]).toEqual([method, path, 404])
+      }
+      // Theirs is untouched.
+      const still = (yield* theirs.call("GET", "/api/keys")).json as { keys: Array<{ disabled_at: string | null }> }
+      expect(still.keys.map((k) => k.disabled_at)).toEqual([null])
+      expect(((yield* theirs.call("GET", "/api/hooks")).json as { hooks: Array<unknown> }).hooks).toHaveLength(1)
+    }))
+
+  it.effect("a hook added by hand is listed as made in the page; a test event is a delivery marked test that the perform-list preview never samples", () =>
+    Effect.gen(function*() {
+      const me = yield* session()
+      const hook = (yield* me.call("POST", "/api/hooks", { target_url: "https://hooks.example.com/x", event: "all" })).json as Record<string, unknown>
+      expect(hook).toMatchObject({ target_url: "https://hooks.example.com/x", event: "all", created_by_key: null })
+      const sent = yield* me.call("POST", `/api/hooks/${String(hook.id)}/test`)
+      expect(sent.status).toBe(202)
+      const listed = (yield* me.call("GET", "/api/deliveries")).json as { deliveries: Array<{ test: boolean; event: string }> }
+      expect(listed.deliveries.map((d) => [d.event, d.test])).toEqual([["lead", true]])
+      const key = (yield* me.call("POST", "/api/keys", { label: "" })).json as { key: string }
+      const { public: publicUrl } = yield* urls
+      const preview = yield* request("GET", `${publicUrl}/perform-list`, { headers: { authorization: `Bearer ${key.key}` } })
+      expect((preview.json as Array<{ id: string }>)[0]!.id).not.toBe((listed.deliveries[0] as unknown as { id: string }).id)
+      expect((preview.json as Array<{ call_id: string }>)[0]!.call_id.startsWith("test_")).toBe(false)
+    }))
+
+  it.effect("Connection form: a demo account's test and save are refused 409 with why, and the listing says it may not connect", () =>
+    Effect.gen(function*() {
+      const me = yield* session("demo")
+      const listing = (yield* me.call("GET", "/api/connections")).json as { allowed: boolean; reason: string }
+      expect(listing.allowed).toBe(false)
+      expect(listing.reason).toContain("demo account: its calls never reach a real CRM")
+      const form = { transport: "rest", url: "https://bridge.example.com/crm", auth: { type: "api_key", key: "k" } }
+      for (const [method, path] of [["POST", "/api/connections/t-1/test"], ["PUT", "/api/connections/t-1"]] as const) {
+        const answer = yield* me.call(method, path, form)
+        expect(answer.status).toBe(409)
+      }
+    }))
+
+  it.effect("sign out revokes the session: its cookie is refused from then on", () =>
+    Effect.gen(function*() {
+      const me = yield* session()
+      expect((yield* me.call("POST", "/api/session/logout")).status).toBe(204)
+      expect((yield* me.call("GET", "/api/keys")).status).toBe(401)
+    }))
+})
+
+describe("PortalSessions", () => {
+  const Sessions = Layer.mergeAll(PortalSessions.Default, Accounts.Accounts.Default).pipe(Layer.provideMerge(TestDatabase.layer))
+
+  it.layer(Sessions)((it) => {
+    it.effect("a link opens only within 10 minutes; a session ends after 30 idle minutes, or 12 hours after it started however busy", () =>
+      Effect.gen(function*() {
+        const sessions = yield* PortalSessions
+        const account = yield* (yield* Accounts.Accounts).create({ name: "Clock", mode: "live" })
+
+        const late = yield* sessions.mint(account.id)
+        yield* TestClock.adjust(Duration.minutes(10))
+        expect(Option.isNone(yield* sessions.enter(Redacted.value(late.token)))).toBe(true)
+
+        const idle = Option.getOrThrow(yield* sessions.enter(Redacted.value((yield* sessions.mint(account.id)).token)))
+        yield* TestClock.adjust(Duration.minutes(29))
+        expect(Option.isSome(yield* sessions.authenticate(idle.token))).toBe(true)
+        yield* TestClock.adjust(Duration.minutes(29))
+        expect(Option.isSome(yield* sessions.authenticate(idle.token))).toBe(true)
+        yield* TestClock.adjust(Duration.minutes(31))
+        expect(Option.isNone(yield* sessions.authenticate(idle.token))).toBe(true)
+
+        const busy = Option.getOrThrow(yield* sessions.enter(Redacted.value((yield* sessions.mint(account.id)).token)))
+        for (let i = 0; i < 24; i++) {
+          yield* TestClock.adjust(Duration.minutes(29))
+          yield* sessions.authenticate(busy.token)
+        }
+        yield* TestClock.adjust(Duration.minutes(25))
+        expect(Option.isNone(yield* sessions.authenticate(busy.token))).toBe(true)
+      }))
+
+    it.effect("tokens are stored only as their SHA-256; revoking an account's sessions ends them all", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sessions = yield* PortalSessions
+        const account = yield* (yield* Accounts.Accounts).create({ name: "Hashed", mode: "live" })
+        const minted = yield* sessions.mint(account.id)
+        const entered = Option.getOrThrow(yield* sessions.enter(Redacted.value(minted.token)))
+        const rows = yield* sql<Record<string, unknown>>`SELECT * FROM portal_sessions WHERE account_id = ${account.id}`
+        const dump = JSON.stringify(rows)
+        expect(dump).not.toContain(Redacted.value(minted.token))
+        expect(dump).not.toContain(Redacted.value(entered.token))
+        expect(yield* sessions.revokeAccount(account.id)).toBe(1)
+        expect(Option.isNone(yield* sessions.authenticate(entered.token))).toBe(true)
+      }))
+  })
+})

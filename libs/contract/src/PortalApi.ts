@@ -1,0 +1,392 @@
+/**
+ * The Integrations area's API (PORTAL_HOST:PORTAL_PORT, under `/api`): what
+ * the account's own web page reads and changes. The server implements it,
+ * the page calls it with `HttpApiClient` derived from these classes, and its
+ * OpenAPI document is generated from them.
+ *
+ * Access: a single-use link minted by the operator (`POST
+ * /v1/accounts/{id}/portal-sessions` on the internal API) opens a session
+ * bound to one account; its cookie authenticates every call here. Every
+ * change (any method but GET) also carries the session's CSRF token in the
+ * `x-csrf-token` header. Times are ISO 8601 strings. Errors are the Error
+ * object `{error}` (with `next_step` or `field` where they help).
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Context, Schema } from "effect"
+import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
+import { CapabilitiesResponse } from "./Operations.js"
+
+/** The session cookie's name. */
+export const SESSION_COOKIE = "crm_relay_portal"
+
+/** The header carrying the CSRF token on every change. */
+export const CSRF_HEADER = "x-csrf-token"
+
+/** Where the single-use link lands: it opens the session, sets the cookie and redirects to the page. */
+export const ENTER_PATH = "/enter"
+
+/** The account and session a portal request acts for. */
+export class CurrentSession extends Context.Tag("@crm-relay/contract/PortalApi/CurrentSession")<
+  CurrentSession,
+  { readonly sessionId: string; readonly accountId: string }
+>() {}
+
+/** 403: a change without the session's CSRF token. */
+export class CsrfRefused extends Schema.TaggedError<CsrfRefused>()("CsrfRefused", { error: Schema.String }) {
+  static readonly wire = errorObject(this, 403, "A change must carry the session's CSRF token in x-csrf-token; reload the page.", "CsrfError")
+}
+
+/** 409: demo and sandbox accounts cannot connect a real CRM. */
+export class ConnectionNotAllowed extends Schema.TaggedError<ConnectionNotAllowed>()("ConnectionNotAllowed", { error: Schema.String }) {
+  static readonly wire = errorObject(this, 409, "Demo and sandbox accounts cannot connect a bridge to a real CRM.", "PortalConnectionNotAllowedError")
+}
+
+/** 400 of the connection form: one sentence and the form field at fault, when one is. */
+export class InvalidConnection extends Schema.TaggedError<InvalidConnection>()("InvalidConnection", {
+  error: Schema.String,
+  field: Schema.optionalWith(Schema.String, { exact: true })
+}) {
+  static readonly wire = errorObject(this, 400, "The connection form is invalid; `field` names the form field.", "PortalConnectionInvalidError")
+}
+
+/**
+ * 422: the capabilities check did not pass (the bridge refused, answered
+ * wrongly, or could not be reached); `error` says what happened in plain
+ * words and `next_step` what to do. Nothing was stored.
+ */
+export class CheckFailed extends Schema.TaggedError<CheckFailed>()("CheckFailed", {
+  error: Schema.String,
+  next_step: Schema.optionalWith(Schema.String, { exact: true })
+}) {
+  static readonly wire = errorObject(this, 422, "The capabilities check did not pass; nothing was stored.", "PortalCheckFailedError")
+}
+
+/** Session cookie + CSRF token on changes + a per-session rate limit. */
+export class PortalAuth extends HttpApiMiddleware.Tag<PortalAuth>()("@crm-relay/contract/PortalApi/PortalAuth", {
+  failure: Schema.Union(Unauthorized.wire, CsrfRefused.wire, RateLimited.wire),
+  provides: CurrentSession,
+  security: {
+    session: HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" }).pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "The session cookie set by the single-use link (HttpOnly, SameSite=Strict).")
+    )
+  }
+}) {}
+
+// ---------------------------------------------------------------------------
+// Session
+// ---------------------------------------------------------------------------
+
+/** Account modes (live reaches a real CRM; demo and sandbox never do). */
+export const AccountMode = Schema.Literal("live", "demo", "sandbox")
+
+/** GET /api/session: whose page this is, the CSRF token for changes, and when the session ends. */
+export const SessionView = Schema.Struct({
+  account: Schema.Struct({ id: Schema.String, name: Schema.String, mode: AccountMode }),
+  csrf_token: Schema.String,
+  /** The absolute end of the session. */
+  expires_at: Schema.String,
+  /** Idle this long (seconds) and the session ends sooner. */
+  idle_timeout_seconds: Schema.Int
+}).annotations({ identifier: "PortalSession" })
+export type SessionView = typeof SessionView.Type
+
+export class SessionGroup extends HttpApiGroup.make("session")
+  .add(HttpApiEndpoint.get("get", "/api/session").addSuccess(SessionView))
+  .add(HttpApiEndpoint.post("logout", "/api/session/logout").addSuccess(HttpApiSchema.NoContent))
+  .middleware(PortalAuth)
+{}
+
+// ---------------------------------------------------------------------------
+// Integration keys
+// ---------------------------------------------------------------------------
+
+/** A key in the page: never the key, only its last four characters. */
+export const KeyView = Schema.Struct({
+  id: Schema.String,
+  label: Schema.NullOr(Schema.String),
+  last_four: Schema.NullOr(Schema.String),
+  created_at: Schema.String,
+  last_used_at: Schema.NullOr(Schema.String),
+  disabled_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "PortalKey" })
+export type KeyView = typeof KeyView.Type
+
+export const CreateKeyRequest = Schema.Struct({
+  label: Schema.Trim.pipe(Schema.maxLength(100, { message: () => "The label must be at most 100 characters." }))
+}).annotations({ identifier: "PortalCreateKey" })
+
+/** The created key: the only answer that ever carries it. */
+export const CreatedKey = Schema.Struct({ ...KeyView.fields, key: Schema.String }).annotations({ identifier: "PortalCreatedKey" })
+export type CreatedKey = typeof CreatedKey.Type
+
+const keyPath = Schema.Struct({ keyId: Schema.String })
+
+export class KeysGroup extends HttpApiGroup.make("keys")
+  .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(KeyView) })))
+  .add(
+    HttpApiEndpoint.post("create", "/api/keys").setPayload(CreateKeyRequest).addSuccess(CreatedKey, { status: 201 }).addError(BadRequest.wire)
+  )
+  .add(HttpApiEndpoint.post("disable", "/api/keys/:keyId/disable").setPath(keyPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire))
+  .middleware(PortalAuth)
+{}
+
+// ---------------------------------------------------------------------------
+// Hooks (subscriptions) and the signing secret
+// ---------------------------------------------------------------------------
+
+/** A hook: every active subscription of the account. */
+export const HookView = Schema.Struct({
+  id: Schema.String,
+  target_url: Schema.String,
+  event: Schema.String,
+  created_at: Schema.String,
+  /** The key that subscribed it; null when it was added by hand in this page. */
+  created_by_key: Schema.NullOr(Schema.Struct({ id: Schema.String, label: Schema.NullOr(Schema.String), last_four: Schema.NullOr(Schema.String) }))
+}).annotations({ identifier: "PortalHook" })
+export type HookView = typeof HookView.Type
+
+export const CreateHookRequest = Schema.Struct({
+  target_url: Schema.Trim.pipe(Schema.minLength(1, { message: () => "The target URL is required." })),
+  event: Schema.Literal("lead", "booking", "all")
+}).annotations({ identifier: "PortalCreateHook" })
+
+/** A test event was queued for the hook: watch its delivery. */
+export const TestSent = Schema.Struct({ delivery_id: Schema.String }).annotations({ identifier: "PortalTestSent" })
+
+const hookPath = Schema.Struct({ id: Schema.String })
+
+export class HooksGroup extends HttpApiGroup.make("hooks")
+  .add(HttpApiEndpoint.get("list", "/api/hooks").addSuccess(Schema.Struct({ hooks: Schema.Array(HookView) })))
+  .add(
+    HttpApiEndpoint.post("create", "/api/hooks").setPayload(CreateHookRequest).addSuccess(HookView, { status: 201 }).addError(BadRequest.wire)
+  )
+  .add(HttpApiEndpoint.del("remove", "/api/hooks/:id").setPath(hookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire))
+  .add(HttpApiEndpoint.post("test", "/api/hooks/:id/test").setPath(hookPath).addSuccess(TestSent, { status: 202 }).addError(NotFound.wire))
+  .middleware(PortalAuth)
+{}
+
+/** The signing secret's state (never the secret). */
+export const SigningSecretView = Schema.Struct({
+  created_at: Schema.String,
+  rotated_at: Schema.NullOr(Schema.String),
+  /** While set, deliveries carry a second signature made with the previous secret. */
+  previous_until: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "PortalSigningSecret" })
+export type SigningSecretView = typeof SigningSecretView.Type
+
+/** The secret, revealed on request (and the previous one during an overlap). */
+export const RevealedSecret = Schema.Struct({
+  secret: Schema.String,
+  previous_secret: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "PortalRevealedSecret" })
+
+export const RotateRequest = Schema.Struct({
+  /** How long the previous secret keeps signing too: 0 to 168 hours. */
+  overlap_hours: Schema.Number.pipe(Schema.between(0, 168, { message: () => "The overlap must be 0 to 168 hours." }))
+}).annotations({ identifier: "PortalRotate" })
+
+export class SigningSecretGroup extends HttpApiGroup.make("signingSecret")
+  .add(HttpApiEndpoint.get("get", "/api/signing-secret").addSuccess(SigningSecretView))
+  .add(HttpApiEndpoint.post("reveal", "/api/signing-secret/reveal").addSuccess(RevealedSecret))
+  .add(HttpApiEndpoint.post("rotate", "/api/signing-secret/rotate").setPayload(RotateRequest).addSuccess(SigningSecretView).addError(BadRequest.wire))
+  .middleware(PortalAuth)
+{}
+
+// ---------------------------------------------------------------------------
+// CRM bridge connections
+// ---------------------------------------------------------------------------
+
+/** The connection form: transport, URL, one credential. */
+export const ConnectionForm = Schema.Struct({
+  transport: Schema.Literal("rest", "mcp"),
+  url: Schema.String,
+  auth: Schema.Union(
+    Schema.Struct({ type: Schema.Literal("api_key"), key: Schema.Redacted(Schema.String) }),
+    Schema.Struct({
+      type: Schema.Literal("oauth"),
+      token_url: Schema.String,
+      client_id: Schema.String,
+      client_secret: Schema.Redacted(Schema.String),
+      scope: Schema.optionalWith(Schema.String, { exact: true })
+    })
+  )
+}).annotations({ identifier: "PortalConnectionForm" })
+export type ConnectionForm = typeof ConnectionForm.Type
+
+/** A stored connection: everything but the secret, which is only "set on DATE". */
+export const ConnectionView = Schema.Struct({
+  tenant_id: Schema.String,
+  transport: Schema.String,
+  url: Schema.String,
+  auth: Schema.Struct({
+    type: Schema.Literal("api_key", "oauth"),
+    token_url: Schema.NullOr(Schema.String),
+    client_id: Schema.NullOr(Schema.String),
+    scope: Schema.NullOr(Schema.String)
+  }),
+  secret_set_at: Schema.String,
+  capabilities: CapabilitiesResponse,
+  checked_at: Schema.String
+}).annotations({ identifier: "PortalConnection" })
+export type ConnectionView = typeof ConnectionView.Type
+
+export const ConnectionsView = Schema.Struct({
+  /** False for demo and sandbox accounts; `reason` says why in plain words. */
+  allowed: Schema.Boolean,
+  reason: Schema.NullOr(Schema.String),
+  connections: Schema.Array(ConnectionView)
+}).annotations({ identifier: "PortalConnections" })
+export type ConnectionsView = typeof ConnectionsView.Type
+
+/** What the bridge advertised to a passing check. */
+export const CheckPassed = Schema.Struct({ capabilities: CapabilitiesResponse }).annotations({ identifier: "PortalCheckPassed" })
+
+const tenantPath = Schema.Struct({ tenantId: Schema.String })
+
+export class ConnectionsGroup extends HttpApiGroup.make("connections")
+  .add(HttpApiEndpoint.get("list", "/api/connections").addSuccess(ConnectionsView))
+  .add(
+    HttpApiEndpoint.post("test", "/api/connections/:tenantId/test")
+      .setPath(tenantPath)
+      .setPayload(ConnectionForm)
+      .addSuccess(CheckPassed)
+      .addError(InvalidConnection.wire)
+      .addError(ConnectionNotAllowed.wire)
+      .addError(CheckFailed.wire)
+  )
+  .add(
+    HttpApiEndpoint.put("save", "/api/connections/:tenantId")
+      .setPath(tenantPath)
+      .setPayload(ConnectionForm)
+      .addSuccess(ConnectionView)
+      .addError(InvalidConnection.wire)
+      .addError(ConnectionNotAllowed.wire)
+      .addError(CheckFailed.wire)
+  )
+  .middleware(PortalAuth)
+{}
+
+// ---------------------------------------------------------------------------
+// Activity: webhook deliveries and CRM pushes
+// ---------------------------------------------------------------------------
+
+export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended")
+
+/** One webhook delivery in the activity list. */
+export const DeliveryView = Schema.Struct({
+  id: Schema.String,
+  created_at: Schema.String,
+  event: Schema.String,
+  call_id: Schema.String,
+  /** Scheme, host and path of the receiver (a query is hidden). */
+  target: Schema.String,
+  target_host: Schema.String,
+  status: DeliveryStatus,
+  attempts: Schema.Int,
+  last_status_code: Schema.NullOr(Schema.Int),
+  last_duration_ms: Schema.NullOr(Schema.Int),
+  last_error_class: Schema.NullOr(Schema.String),
+  last_error: Schema.NullOr(Schema.String),
+  test: Schema.Boolean
+}).annotations({ identifier: "PortalDelivery" })
+export type DeliveryView = typeof DeliveryView.Type
+
+export const AttemptView = Schema.Struct({
+  attempt: Schema.Int,
+  at: Schema.String,
+  status_code: Schema.NullOr(Schema.Int),
+  duration_ms: Schema.Int,
+  error_class: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  result: Schema.Literal("delivered", "retry", "failed", "ended")
+}).annotations({ identifier: "PortalAttempt" })
+
+export const DeliveryDetail = Schema.Struct({
+  ...DeliveryView.fields,
+  /** The JSON sent, exactly as signed. */
+  payload: Schema.String,
+  attempt_log: Schema.Array(AttemptView)
+}).annotations({ identifier: "PortalDeliveryDetail" })
+export type DeliveryDetail = typeof DeliveryDetail.Type
+
+export const DeliveryFilter = Schema.Struct({
+  status: Schema.optionalWith(DeliveryStatus, { exact: true }),
+  event: Schema.optionalWith(Schema.Literal("lead", "booking"), { exact: true }),
+  cursor: Schema.optionalWith(Schema.String, { exact: true })
+})
+
+export const DeliveryPage = Schema.Struct({
+  deliveries: Schema.Array(DeliveryView),
+  next_cursor: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "PortalDeliveryPage" })
+
+/** A replay was asked: `queued` again, or it was still waiting and is left as it is. */
+export const Replayed = Schema.Struct({ id: Schema.String, outcome: Schema.Literal("queued", "already_pending") }).annotations({
+  identifier: "PortalReplayed"
+})
+
+/** One step of a CRM push and its receipt's id. */
+export const PushStepView = Schema.Struct({
+  operation: Schema.String,
+  outcome: Schema.String,
+  receipt_id: Schema.NullOr(Schema.String)
+})
+
+/** The CRM push of one call. */
+export const PushView = Schema.Struct({
+  id: Schema.String,
+  call_id: Schema.String,
+  tenant_id: Schema.String,
+  status: Schema.Literal("pending", "succeeded", "failed"),
+  attempts: Schema.Int,
+  error_class: Schema.NullOr(Schema.String),
+  /** Why it stopped, in one sentence. */
+  last_error: Schema.NullOr(Schema.String),
+  updated_at: Schema.String,
+  steps: Schema.Array(PushStepView)
+}).annotations({ identifier: "PortalPush" })
+export type PushView = typeof PushView.Type
+
+/** 409: the push succeeded; there is nothing to replay. */
+export class NothingToReplay extends Schema.TaggedError<NothingToReplay>()("NothingToReplay", { error: Schema.String }) {
+  static readonly wire = errorObject(this, 409, "Only a failed push can be replayed.", "PortalNothingToReplayError")
+}
+
+const idPath = Schema.Struct({ id: Schema.String })
+
+export class ActivityGroup extends HttpApiGroup.make("activity")
+  .add(
+    HttpApiEndpoint.get("deliveries", "/api/deliveries").setUrlParams(DeliveryFilter).addSuccess(DeliveryPage).addError(BadRequest.wire)
+  )
+  .add(HttpApiEndpoint.get("delivery", "/api/deliveries/:id").setPath(idPath).addSuccess(DeliveryDetail).addError(NotFound.wire))
+  .add(
+    HttpApiEndpoint.post("replayDelivery", "/api/deliveries/:id/replay").setPath(idPath).addSuccess(Replayed, { status: 202 }).addError(
+      NotFound.wire
+    )
+  )
+  .add(HttpApiEndpoint.get("pushes", "/api/pushes").addSuccess(Schema.Struct({ pushes: Schema.Array(PushView) })))
+  .add(
+    HttpApiEndpoint.post("replayPush", "/api/pushes/:id/replay")
+      .setPath(idPath)
+      .addSuccess(Replayed, { status: 202 })
+      .addError(NotFound.wire)
+      .addError(NothingToReplay.wire)
+  )
+  .middleware(PortalAuth)
+{}
+
+/** The Integrations area's API. */
+export class PortalApi extends HttpApi.make("portal-api")
+  .add(SessionGroup)
+  .add(KeysGroup)
+  .add(HooksGroup)
+  .add(SigningSecretGroup)
+  .add(ConnectionsGroup)
+  .add(ActivityGroup)
+  .annotate(OpenApi.Title, "crm-relay Integrations area API")
+  .annotate(
+    OpenApi.Description,
+    "The API of the account's own web page. A session cookie (from a single-use link the operator mints) authenticates every call; " +
+      "every change carries the session's CSRF token in x-csrf-token."
+  )
+{}
