@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, LogLevel, Option, Redacted } from "effect"
+import { ConfigProvider, Duration, Effect, LogLevel, Option, Redacted } from "effect"
 import * as OpenFileLimit from "../src/config/OpenFileLimit.js"
 import * as PublicEdge from "../src/config/PublicEdge.js"
 import * as Settings from "../src/config/Settings.js"
@@ -36,6 +36,11 @@ describe("Settings", () => {
       "PUBLIC_CONNECTION_RESERVE",
       "FAILED_KEY_LIMIT",
       "TRUSTED_PROXIES",
+      "RETENTION_PERIOD",
+      "RETENTION_PAYLOAD_PERIOD",
+      "RETENTION_BATCH_SIZE",
+      "WEBHOOK_DISABLE_AFTER",
+      "WEBHOOK_DISABLE_MIN_FAILURES",
       "NODE_EXTRA_CA_CERTS"
     ])
     for (const setting of Settings.table) {
@@ -74,6 +79,33 @@ describe("Settings", () => {
       expect(settings.logLevel).toEqual(LogLevel.Info)
       expect(Option.isNone(settings.databaseUrl)).toBe(true)
       expect(Option.isNone(settings.adminToken)).toBe(true)
+    }))
+
+  it.effect("Receiver lifecycle settings: retention 30 days (payloads as long), batches of 500, disabled after 5 days once 3 deliveries failed within a day; durations are read as written", () =>
+    Effect.gen(function*() {
+      const defaults = yield* Settings.LifecycleSettings.pipe(withEnv({}))
+      expect(Duration.toMillis(defaults.retentionPeriod)).toBe(Duration.toMillis(Duration.days(30)))
+      expect(Option.isNone(defaults.retentionPayloadPeriod)).toBe(true)
+      expect(defaults.retentionBatchSize).toBe(500)
+      expect(Duration.toMillis(defaults.webhookDisableAfter)).toBe(Duration.toMillis(Duration.days(5)))
+      expect(defaults.webhookDisableMinFailures).toBe(3)
+      const set = yield* Settings.LifecycleSettings.pipe(
+        withEnv({ RETENTION_PERIOD: "90 days", RETENTION_PAYLOAD_PERIOD: "7 days", WEBHOOK_DISABLE_AFTER: "36 hours" })
+      )
+      expect(Duration.toMillis(set.retentionPeriod)).toBe(Duration.toMillis(Duration.days(90)))
+      expect(Option.map(set.retentionPayloadPeriod, Duration.toMillis)).toEqual(Option.some(Duration.toMillis(Duration.days(7))))
+      expect(Duration.toMillis(set.webhookDisableAfter)).toBe(Duration.toMillis(Duration.hours(36)))
+    }))
+
+  it.effect("Bad input: a retention period of zero or nonsense, a payload period longer than the rows', a batch of 0 → a clear error naming the setting", () =>
+    Effect.gen(function*() {
+      const refused = (env: Record<string, string>) => Effect.map(Effect.flip(Settings.LifecycleSettings.pipe(withEnv(env))), String)
+      expect(yield* refused({ RETENTION_PERIOD: "0 days" })).toContain("RETENTION_PERIOD must be a positive duration such as \"30 days\"; got \"0 days\"")
+      expect(yield* refused({ RETENTION_PERIOD: "a while" })).toContain("RETENTION_PERIOD must be a positive duration")
+      expect(yield* refused({ RETENTION_PAYLOAD_PERIOD: "60 days" })).toContain("RETENTION_PAYLOAD_PERIOD cannot be longer than RETENTION_PERIOD")
+      expect(yield* refused({ RETENTION_BATCH_SIZE: "0" })).toContain("RETENTION_BATCH_SIZE must be a whole number from 1 to 10000")
+      expect(yield* refused({ WEBHOOK_DISABLE_AFTER: "-1 hours" })).toContain("WEBHOOK_DISABLE_AFTER must be a positive duration")
+      expect(yield* refused({ WEBHOOK_DISABLE_MIN_FAILURES: "0" })).toContain("WEBHOOK_DISABLE_MIN_FAILURES must be a whole number from 1 to 1000")
     }))
 
   it.effect("secrets are Redacted (never printed) and an empty value counts as unset", () =>

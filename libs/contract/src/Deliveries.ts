@@ -5,9 +5,9 @@
 import { Schema } from "effect"
 
 /** A delivery's state. */
-export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed").annotations({ identifier: "DeliveryStatus" })
+export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended").annotations({ identifier: "DeliveryStatus" })
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
 /** What became of one attempt. */
-export const AttemptResult = Schema.Literal("delivered", "retry", "failed")
+export const AttemptResult = Schema.Literal("delivered", "retry", "failed", "ended")
 export type AttemptResult = typeof AttemptResult.Type

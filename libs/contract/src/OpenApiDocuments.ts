@@ -1,6 +1,7 @@
 /**
  * The published OpenAPI 3.1 documents (bridge contract, Event API, internal API, Integrations area API), generated from the HttpApi classes
- * and enriched with the examples of `Examples.ts`.
+ * and enriched with the examples of `Examples.ts`; the Event API's also
+ * describes the deliveries a receiver gets (`webhooks`).
  */
 import { OpenApi } from "@effect/platform"
 import { BridgeApi } from "./BridgeApi.js"
@@ -9,6 +10,7 @@ import { InternalApi } from "./InternalApi.js"
 import { PortalApi } from "./PortalApi.js"
 import * as Examples from "./Examples.js"
 import { withExamples } from "./internal/openapi.js"
+import { withWebhooks } from "./internal/webhooks.js"
 
 /** Serialization rule 3: receivers accept additional unknown fields. */
 const options = { additionalPropertiesStrategy: "allow" } as const
@@ -45,7 +47,7 @@ export const DOCUMENTS = {
   "crm-bridge.openapi.json": () =>
     withExamples(OpenApi.fromApi(BridgeApi, options), bridgeExamples, componentExamples),
   "event-api.openapi.json": () =>
-    withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples),
+    withWebhooks(withExamples(OpenApi.fromApi(EventApi, options), eventExamples, componentExamples)),
   "internal-api.openapi.json": () => OpenApi.fromApi(InternalApi, options),
   "portal-api.openapi.json": () => OpenApi.fromApi(PortalApi)
 } as const

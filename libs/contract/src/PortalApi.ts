@@ -288,7 +288,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
 // Activity: webhook deliveries and CRM pushes
 // ---------------------------------------------------------------------------
 
-export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed")
+export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended")
 
 /** One webhook delivery in the activity list. */
 export const DeliveryView = Schema.Struct({
@@ -316,7 +316,7 @@ export const AttemptView = Schema.Struct({
   duration_ms: Schema.Int,
   error_class: Schema.NullOr(Schema.String),
   error: Schema.NullOr(Schema.String),
-  result: Schema.Literal("delivered", "retry", "failed")
+  result: Schema.Literal("delivered", "retry", "failed", "ended")
 }).annotations({ identifier: "PortalAttempt" })
 
 export const DeliveryDetail = Schema.Struct({

@@ -50,6 +50,25 @@ describe("OpenAPI 3.1 documents", () => {
     }
   })
 
+  it("Event API webhooks: the lead and booking deliveries, each a POST with the webhook-id, webhook-timestamp and webhook-signature headers, the event's schema as body, and what 2xx, 410, 429 and other answers do", () => {
+    const spec = JSON.parse(committed("event-api.openapi.json"))
+    expect(Object.keys(spec.webhooks)).toEqual(["lead", "booking"])
+    for (const [kind, schema] of [["lead", "LeadEvent"], ["booking", "BookingEvent"]] as const) {
+      const post = spec.webhooks[kind].post
+      expect(post.parameters.map((p: { name: string; in: string; required: boolean }) => [p.name, p.in, p.required])).toEqual([
+        ["webhook-id", "header", true],
+        ["webhook-timestamp", "header", true],
+        ["webhook-signature", "header", true]
+      ])
+      expect(post.requestBody.content["application/json"].schema).toEqual({ $ref: `#/components/schemas/${schema}` })
+      expect(Object.keys(post.responses).sort()).toEqual(["2XX", "410", "429", "default"])
+      expect(post.responses["default"].description).toContain("webhook-delivery: abort-message")
+    }
+    expect(spec.components.schemas.BookingEvent.properties.appointment).toEqual({ $ref: "#/components/schemas/EventAppointment" })
+    // The paths stay the three pairs: deliveries are not endpoints of the service.
+    expect(Object.keys(spec.paths).sort()).toEqual(["/perform-list", "/subscribe", "/subscribe/{id}"])
+  })
+
   it("bridge contract: all six operations are HTTPS POST to their paths", () => {
     expect(endpointsOf(BridgeApi)).toEqual(Object.values(REST_PATHS).map((path) => `POST ${path}`).sort())
   })

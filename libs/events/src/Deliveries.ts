@@ -3,7 +3,9 @@
  *
  * The `deliveries` table (migration 0001; rows written by `Fanout`) is a
  * `JobQueue` table: `pending` → `delivered`, or `failed` (refused target,
- * removed subscription, or the retry schedule ended). `attempts` counts the
+ * removed subscription, or the retry schedule ended), or `ended` with an
+ * `end_reason` (SubscriptionLifecycle: the receiver is gone, asked to abort
+ * the message, or the subscription is disabled). `attempts` counts the
  * attempts of the current run; a replay queues the same row (same id, so
  * the same `webhook-id`) again with a fresh count. Every attempt is a row of
  * `delivery_attempts` (migration 0004), written in the same statement that
@@ -19,6 +21,7 @@ import { Effect, Option, Schema } from "effect"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
 import { AttemptResult, DeliveryStatus } from "@crm-relay/contract/Deliveries"
+import { claimedStateSql } from "./SubscriptionLifecycle.js"
 
 /** Described in the contract, where the internal API takes it. */
 export { AttemptResult, DeliveryStatus }
@@ -31,7 +34,10 @@ export const DeliveryJob = Schema.Struct({
   /** The stored payload as JSON text: exactly the bytes sent and signed. */
   body: Schema.String,
   /** True when the subscription was removed since the fan-out (null: none recorded). */
-  subscription_removed: Schema.NullOr(Schema.Boolean)
+  subscription_removed: Schema.NullOr(Schema.Boolean),
+  subscription_id: Schema.NullOr(Schema.String),
+  /** The subscription's state at the claim (SubscriptionLifecycle.ClaimedState; null: none recorded). */
+  subscription_state: Schema.NullOr(Schema.Literal("active", "failing", "removed", "gone", "disabled"))
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 
@@ -46,7 +52,8 @@ export const table = JobQueue.table({
   fairness: { key: "target_origin", group: "account_id" },
   log: "delivery_attempts",
   select: `account_id, target_url, payload::text AS body,
-    (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed`
+    (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
+    subscription_id, ${claimedStateSql} AS subscription_state`
 })
 
 
@@ -73,6 +80,8 @@ export const Delivery = Schema.Struct({
   status: DeliveryStatus,
   attempts: Schema.Int,
   last_error: Schema.NullOr(Schema.String),
+  /** Why an `ended` delivery ended: gone, aborted or disabled. */
+  end_reason: Schema.NullOr(Schema.String),
   next_attempt_at: Schema.DateFromSelf,
   created_at: Schema.DateFromSelf,
   delivered_at: Schema.NullOr(Schema.DateFromSelf),
@@ -143,7 +152,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
     const decodeDeliveries = Schema.decodeUnknown(Schema.Array(Delivery))
     const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
 
-    const columns = sql`d.id, d.account_id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error,
+    const columns = sql`d.id, d.account_id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
       d.next_attempt_at, d.created_at, d.delivered_at, d.test,
       a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class,
       a.duration_ms AS last_duration_ms`
@@ -242,12 +251,13 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
       }),
 
       /**
-       * Queues a delivered or failed delivery again (same id, so the same
+       * Queues a delivered, failed or ended delivery again (same id, so the same
        * `webhook-id`), due now with a fresh attempt count.
        */
       replay: Effect.fn("Deliveries.replay")(function*(id: string) {
         if (!isUuid(id)) return "not_found" as const
-        const outcome = yield* queue.replay(id)
+        // An ended delivery sent again is no longer ended for its old reason.
+        const outcome = yield* queue.replay(id, { assignments: sql`end_reason = NULL` })
         if (outcome === "queued") yield* Audit.record("delivery.replayed", { delivery_id: id })
         return outcome
       })

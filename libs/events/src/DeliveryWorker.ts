@@ -13,19 +13,28 @@
  * - Egress refused the target (private, loopback or metadata address, not
  *   https, credentials in the URL, body over 1 MiB): nothing was sent; the
  *   delivery fails at once with the reason.
+ * - 410 Gone: the subscription is removed at once and the delivery, with its
+ *   subscription's other pending ones, ends as `gone` (SubscriptionLifecycle).
+ * - Any other non-2xx answer carrying `webhook-delivery: abort-message`: this
+ *   message ends as `aborted`, no retry.
+ * - Failures count toward the subscription's failure clock; the failure that
+ *   disables it ends its delivery as `disabled`; a success resets the clock.
  * - The subscription was removed after the fan-out: nothing is sent; the
- *   delivery fails with that reason.
+ *   delivery fails with that reason (ends as `gone` when a 410 removed it);
+ *   a disabled subscription's delivery ends as `disabled`, unsent.
  * - Every attempt is a `delivery_attempts` row (stored with the outcome, in
  *   one statement) and one structured log line; neither holds the target's
  *   path or query, the payload, the secret, or text of the receiver's
  *   headers.
  */
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Egress, type EgressError, type EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, type Notifier } from "@crm-relay/store"
+import * as Audit from "@crm-relay/store/Audit"
 import { Clock, Duration, Effect, Either, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
+import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
 import { SigningSecrets } from "./SigningSecrets.js"
 import * as WebhookSigner from "./WebhookSigner.js"
 
@@ -43,10 +52,22 @@ export type ErrorClass =
   | "encoding"
   | "subscription_removed"
   | "no_signing_secret"
+  | "gone"
+  | "aborted"
+  | "subscription_gone"
+  | "subscription_disabled"
 
 /** How one attempt ended. */
 export type Classified =
   | { readonly _tag: "Delivered"; readonly statusCode: number }
+  | {
+    /** No retry, and not a failure: the receiver (or the subscription's state) ended the message. */
+    readonly _tag: "Ended"
+    readonly statusCode: number | null
+    readonly reason: SubscriptionLifecycle.EndReason
+    readonly errorClass: ErrorClass
+    readonly error: string
+  }
   | {
     readonly _tag: "Failed"
     readonly statusCode: number | null
@@ -63,7 +84,21 @@ const failed = (
   statusCode: number | null = null
 ): Classified => ({ _tag: "Failed", statusCode, errorClass, error, failure })
 
+const endedBy = (reason: SubscriptionLifecycle.EndReason, errorClass: ErrorClass, error: string): Classified => ({
+  _tag: "Ended",
+  statusCode: null,
+  reason,
+  errorClass,
+  error
+})
+
 const NEVER_RETRY: DeliverySchedule.DeliveryFailure = { retryable: false, wait: Duration.zero }
+
+/** The `webhook-delivery` header value that ends a message's retries (Svix's convention), any case. */
+export const ABORT_MESSAGE = "abort-message"
+
+const isAbortMessage = (value: string | undefined): boolean =>
+  value !== undefined && value.split(",").some((token) => token.trim().toLowerCase() === ABORT_MESSAGE)
 
 /** Classifies the answer (or the egress failure) of one attempt that ended at `nowMillis`. */
 export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMillis: number): Classified => {
@@ -85,6 +120,18 @@ export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMi
   }
   const { status, headers } = sent.right
   if (status >= 200 && status <= 299) return { _tag: "Delivered", statusCode: status }
+  if (status === 410) {
+    return { _tag: "Ended", statusCode: status, reason: "gone", errorClass: "gone", error: SubscriptionLifecycle.endedBecause.gone }
+  }
+  if (isAbortMessage(headers["webhook-delivery"])) {
+    return {
+      _tag: "Ended",
+      statusCode: status,
+      reason: "aborted",
+      errorClass: "aborted",
+      error: `The receiver answered ${status} with webhook-delivery: abort-message; this message is not retried.`
+    }
+  }
   const retryAfter = DeliverySchedule.parseRetryAfter(headers["retry-after"], nowMillis)
   const wait = Option.getOrElse(retryAfter, () => Duration.zero)
   if (status === 429) {
@@ -106,7 +153,10 @@ export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMi
 const hostOf = (url: string): string => URL.parse(url)?.host ?? ""
 
 /** Runner settings of the delivery worker. */
-export interface DeliveryWorkerOptions extends JobQueue.RunOptions {}
+export interface DeliveryWorkerOptions extends JobQueue.RunOptions {
+  /** When a failing subscription is disabled. Default `SubscriptionLifecycle.DEFAULT_POLICY`. */
+  readonly autoDisable?: SubscriptionLifecycle.AutoDisablePolicy | undefined
+}
 
 /**
  * Defaults: 128 deliveries at once (a quarter of them, 32, to one receiver origin: slots are cheap
@@ -115,9 +165,12 @@ export interface DeliveryWorkerOptions extends JobQueue.RunOptions {}
 export const DEFAULT_OPTIONS: DeliveryWorkerOptions = { concurrency: 128, batchSize: 32, lease: Duration.seconds(30) }
 
 /** Makes the handler of one claimed delivery. */
-export const makeHandler = Effect.gen(function*() {
+export const makeHandler = (
+  policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY
+) => Effect.gen(function*() {
   const egress = yield* Egress
   const secrets = yield* SigningSecrets
+  const sql = yield* SqlClient.SqlClient
   // Keyed by the secret itself (SigningSecrets hands out the same value each time), so a key is imported once.
   const keys = new WeakMap<Redacted.Redacted<string>, Either.Either<WebhookSigner.SigningKey, WebhookSigner.InvalidSigningSecret>>()
   const keyOf = (secret: Redacted.Redacted<string>) => {
@@ -130,6 +183,14 @@ export const makeHandler = Effect.gen(function*() {
 
   const attemptOnce = (job: JobQueue.Job<DeliveryJob>, startedAt: number) =>
     Effect.gen(function*() {
+      if (job.data.subscription_state === "gone") {
+        const ended = endedBy("gone", "subscription_gone", "The subscription was removed after its receiver answered 410 Gone; nothing was sent.")
+        return { classified: ended, durationMs: 0 }
+      }
+      if (job.data.subscription_state === "disabled") {
+        const ended = endedBy("disabled", "subscription_disabled", SubscriptionLifecycle.endedBecause.disabled)
+        return { classified: ended, durationMs: 0 }
+      }
       if (job.data.subscription_removed === true) {
         return { classified: failed("subscription_removed", "The subscription was removed; nothing was sent.", NEVER_RETRY), durationMs: 0 }
       }
@@ -164,21 +225,75 @@ export const makeHandler = Effect.gen(function*() {
       }
     })
 
+  // What the answer does to the subscription, before the delivery's own state change.
+  const lifecycle = Effect.fn("DeliveryWorker.lifecycle")(function*(job: JobQueue.Job<DeliveryJob>, classified: Classified) {
+    const subscriptionId = job.data.subscription_id
+    if (subscriptionId === null) return classified
+    if (classified._tag === "Delivered") {
+      if (job.data.subscription_state === "failing") yield* SubscriptionLifecycle.noteSuccess(subscriptionId)
+      return classified
+    }
+    if (classified._tag === "Ended") {
+      if (classified.reason !== "gone" || classified.errorClass !== "gone") return classified
+      const gone = yield* sql.withTransaction(SubscriptionLifecycle.markGone(subscriptionId, job.id))
+      if (Option.isSome(gone.removed)) {
+        yield* Audit.record("subscription.removed", {
+          account_id: gone.removed.value,
+          subscription_id: subscriptionId,
+          reason: "gone",
+          delivery_id: job.id,
+          deliveries_ended: gone.ended
+        })
+      }
+      return classified
+    }
+    if (classified.errorClass === "subscription_removed") return classified
+    const disabled = yield* SubscriptionLifecycle.noteFailure(subscriptionId, job.attempt === 1, policy, classified.error)
+    if (!disabled) return classified
+    const ended = yield* SubscriptionLifecycle.endPending(subscriptionId, "disabled", job.id)
+    yield* Audit.record("subscription.disabled", {
+      account_id: job.data.account_id,
+      subscription_id: subscriptionId,
+      reason: SubscriptionLifecycle.autoDisabledReason(policy, classified.error),
+      deliveries_ended: ended
+    })
+    return {
+      _tag: "Ended",
+      statusCode: classified.statusCode,
+      reason: "disabled",
+      errorClass: classified.errorClass,
+      error: `${classified.error} The subscription was disabled (every attempt failed for ${Duration.format(policy.disableAfter)}).`
+    } satisfies Classified
+  })
+
   return Effect.fn("DeliveryWorker.deliver")(function*(job: JobQueue.Job<DeliveryJob>) {
     const startedAt = yield* Clock.currentTimeMillis
-    const { classified, durationMs } = yield* attemptOnce(job, startedAt)
+    const attempted = yield* attemptOnce(job, startedAt)
+    const durationMs = attempted.durationMs
+    // A database hiccup here must not lose the attempt: the answer still decides the delivery.
+    const classified = yield* lifecycle(job, attempted.classified).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+      )
+    )
     const delay = classified._tag === "Failed" && classified.failure.retryable
       ? yield* DeliverySchedule.delayAfter(job.attempt, classified.failure)
       : Option.none<Duration.Duration>()
-    const result: AttemptResult = classified._tag === "Delivered" ? "delivered" : Option.isSome(delay) ? "retry" : "failed"
+    const result: AttemptResult = classified._tag === "Delivered"
+      ? "delivered"
+      : classified._tag === "Ended"
+      ? "ended"
+      : Option.isSome(delay)
+      ? "retry"
+      : "failed"
     const record: AttemptRecord = {
       delivery_id: job.id,
       attempt: job.attempt,
       started_at: new Date(startedAt),
       status_code: classified.statusCode,
       duration_ms: Math.max(0, Math.round(durationMs)),
-      error_class: classified._tag === "Failed" ? classified.errorClass : null,
-      error: classified._tag === "Failed" ? classified.error : null,
+      error_class: classified._tag === "Delivered" ? null : classified.errorClass,
+      error: classified._tag === "Delivered" ? null : classified.error,
       result
     }
     // Logged in the statement that stores the outcome (with other deliveries' outcomes), even if the lease was lost.
@@ -200,6 +315,9 @@ export const makeHandler = Effect.gen(function*() {
     )
 
     if (classified._tag === "Delivered") return JobQueue.JobResult.Complete({ set: { delivered_at: record.started_at }, log: logRow })
+    if (classified._tag === "Ended") {
+      return JobQueue.JobResult.End({ status: "ended", reason: classified.error, set: { end_reason: classified.reason }, log: logRow })
+    }
     if (Option.isSome(delay)) return JobQueue.JobResult.Retry({ delay: delay.value, error: classified.error, log: logRow })
     const error = classified.failure.retryable
       ? `Gave up after ${job.attempt} attempt${job.attempt === 1 ? "" : "s"}: ${classified.error}`
@@ -215,4 +333,4 @@ export const makeHandler = Effect.gen(function*() {
 export const run = (
   options: DeliveryWorkerOptions = {}
 ): Effect.Effect<never, never, Egress | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
-  Effect.flatMap(makeHandler, (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
+  Effect.flatMap(makeHandler(options.autoDisable), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))

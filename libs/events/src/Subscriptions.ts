@@ -24,14 +24,21 @@ export const Subscription = Schema.Struct({
 }).annotations({ identifier: "Subscription" })
 export type Subscription = typeof Subscription.Type
 
-/** An active subscription in the operator's listing. */
+/** A subscription in the operator's listing: active (possibly disabled or failing), or removed. */
 export const SubscriptionSummary = Schema.Struct({
   id: SubscriptionId,
   target_url: Schema.String,
   event: Schema.String,
   /** Null for a hook added by hand in the Integrations area. */
   created_by_key_id: Schema.NullOr(Schema.String),
-  created_at: Schema.DateFromSelf
+  created_at: Schema.DateFromSelf,
+  /** Since when every attempt failed (the auto-disable clock), if it runs. */
+  failing_since: Schema.NullOr(Schema.DateFromSelf),
+  disabled_at: Schema.NullOr(Schema.DateFromSelf),
+  disabled_reason: Schema.NullOr(Schema.String),
+  removed_at: Schema.NullOr(Schema.DateFromSelf),
+  /** `unsubscribed` (DELETE /subscribe/{id} or the operator) or `gone` (the receiver answered 410). */
+  removed_reason: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "SubscriptionSummary" })
 export type SubscriptionSummary = typeof SubscriptionSummary.Type
 
@@ -58,7 +65,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       Request: Schema.Struct({ accountId: Schema.String, id: Schema.String }),
       Result: Schema.Struct({ id: SubscriptionId }),
       execute: ({ accountId, id }) =>
-        sql`UPDATE subscriptions SET removed_at = now()
+        sql`UPDATE subscriptions SET removed_at = now(), removed_reason = 'unsubscribed'
             WHERE id = ${id} AND account_id = ${accountId} AND removed_at IS NULL
             RETURNING id`
     })
@@ -67,7 +74,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       Result: Subscription,
       execute: ({ accountId, events }) =>
         sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
-            WHERE account_id = ${accountId} AND removed_at IS NULL AND event IN ${sql.in(events)}
+            WHERE account_id = ${accountId} AND removed_at IS NULL AND disabled_at IS NULL AND event IN ${sql.in(events)}
             ORDER BY seq`
     })
     const allActive = SqlSchema.findAll({
@@ -79,11 +86,17 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
             ORDER BY seq`
     })
     const pageOfAccount = SqlSchema.findAll({
-      Request: Schema.Struct({ accountId: Schema.String, after: Schema.NullOr(Schema.String), limit: Schema.Int }),
+      Request: Schema.Struct({
+        accountId: Schema.String,
+        after: Schema.NullOr(Schema.String),
+        limit: Schema.Int,
+        removed: Schema.Boolean
+      }),
       Result: SubscriptionSummary,
-      execute: ({ accountId, after, limit }) =>
-        sql`SELECT id, target_url, event, created_by_key_id, created_at FROM subscriptions
-            WHERE account_id = ${accountId} AND removed_at IS NULL
+      execute: ({ accountId, after, limit, removed }) =>
+        sql`SELECT id, target_url, event, created_by_key_id, created_at,
+              failing_since, disabled_at, disabled_reason, removed_at, removed_reason FROM subscriptions
+            WHERE account_id = ${accountId} ${removed ? sql`` : sql`AND removed_at IS NULL`}
               ${after === null ? sql`` : sql`AND seq > (SELECT seq FROM subscriptions WHERE id = ${after})`}
             ORDER BY seq LIMIT ${limit}`
     })
@@ -136,15 +149,23 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
         return yield* Effect.orDie(allActive(accountId))
       }),
 
-      /** A page of the account's active subscriptions, oldest first (the account is not checked here). */
+      /**
+       * A page of the account's active subscriptions (with the removed ones too
+       * when `removed`), oldest first (the account is not checked here).
+       */
       page: Effect.fn("Subscriptions.page")(function*(
         accountId: string,
-        options: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+        options: {
+          readonly limit?: number | undefined
+          readonly cursor?: string | undefined
+          readonly removed?: boolean | undefined
+        }
       ) {
+        const removed = options.removed === true
         return yield* pageOf(
           options,
           (after, limit) =>
-            isUuid(accountId) ? Effect.orDie(pageOfAccount({ accountId, after, limit })) : Effect.succeed([]),
+            isUuid(accountId) ? Effect.orDie(pageOfAccount({ accountId, after, limit, removed })) : Effect.succeed([]),
           (cursor) =>
             isUuid(cursor) && isUuid(accountId)
               ? sql`SELECT 1 FROM subscriptions WHERE id = ${cursor} AND account_id = ${accountId}`.pipe(

@@ -452,10 +452,11 @@ describe("DeliveryWorker.classify", () => {
   const classify = (status: number, headers?: Record<string, string>) =>
     DeliveryWorker.classify(Either.right(response(status, headers)), 0)
 
-  it("Delivery rule: 2xx is success, 1xx/3xx/4xx/5xx are failures retried on the schedule", () => {
+  it("Delivery rule: 2xx is success, 1xx/3xx/4xx/5xx are failures retried on the schedule (410 Gone ends the subscription instead)", () => {
     expect(classify(200)._tag).toBe("Delivered")
     expect(classify(299)._tag).toBe("Delivered")
-    for (const status of [101, 301, 304, 400, 410, 500, 599]) {
+    expect(classify(410)._tag).toBe("Ended")
+    for (const status of [101, 301, 304, 400, 404, 500, 599]) {
       const c = classify(status)
       expect(c._tag).toBe("Failed")
       if (c._tag === "Failed") expect(c.failure.retryable).toBe(true)

@@ -7,7 +7,7 @@
  * | column            | type                          | meaning                                              |
  * |-------------------|-------------------------------|------------------------------------------------------|
  * | id                | uuid (or text) PRIMARY KEY    | the job                                              |
- * | status            | text NOT NULL                 | `pending`, the table's completed status, or `failed` |
+ * | status            | text NOT NULL                 | `pending`, the completed status, `failed` (`ended`)  |
  * | attempts          | integer NOT NULL DEFAULT 0    | claims of the current run (reset by `replay`)        |
  * | next_attempt_at   | timestamptz NOT NULL          | not claimed before this time                         |
  * | lease_owner       | text                          | the runner holding the lease, NULL when none         |

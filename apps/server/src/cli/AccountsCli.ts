@@ -9,6 +9,7 @@ import { type Context, Effect } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import type { AccountView, KeyView, SubscriptionView } from "@crm-relay/contract/InternalApi/ListingsApi"
 import * as Flags from "./Flags.js"
+import { describeStatus, lifecycleCommands } from "./SubscriptionsCli.js"
 import { json, print } from "./Output.js"
 
 // Loaded when the command runs: help and the other commands never load the data access.
@@ -24,7 +25,7 @@ const describeKey = (k: KeyView) =>
   `${k.disabled ? `  disabled ${k.disabled_at}` : ""}`
 
 const describeSubscription = (s: SubscriptionView) =>
-  `${s.id}  ${s.event}  ${s.target}  created ${s.created_at} ${s.created_by_key_id === null ? "in the Integrations area" : `by key ${s.created_by_key_id}`}`
+  `${describeStatus(s)}\n    created ${s.created_at} ${s.created_by_key_id === null ? "in the Integrations area" : `by key ${s.created_by_key_id}`}`
 
 const listAccounts = Command.make("list", { limit: Flags.limit, cursor: Flags.cursor, json }, (flags) =>
   withOperations((operations) =>
@@ -86,10 +87,16 @@ export const keyCommands = [listKeys] as const
 
 const listSubscriptions = Command.make(
   "list",
-  { account: account("subscriptions to list"), limit: Flags.limit, cursor: Flags.cursor, json },
-  ({ account, json, ...flags }) =>
+  {
+    account: account("subscriptions to list"),
+    removed: Options.boolean("removed").pipe(Options.withDescription("List removed subscriptions too (when, and why: gone after a 410).")),
+    limit: Flags.limit,
+    cursor: Flags.cursor,
+    json
+  },
+  ({ account, json, removed, ...flags }) =>
     withOperations((operations) =>
-      Effect.flatMap(operations.listSubscriptions(account, Flags.pageRequest(flags)), (page) =>
+      Effect.flatMap(operations.listSubscriptions(account, Flags.pageRequest(flags), removed), (page) =>
         print(
           json,
           page,
@@ -97,13 +104,13 @@ const listSubscriptions = Command.make(
             page.subscriptions.length === 0
               ? `Account ${account} has no active subscriptions.`
               : page.subscriptions.map(describeSubscription).join("\n"),
-            ...Flags.moreLine(page.next_cursor, `crm-relay subscriptions list --account ${account}`)
+            ...Flags.moreLine(page.next_cursor, `crm-relay subscriptions list --account ${account}${removed ? " --removed" : ""}`)
           ].join("\n")
         ))
     )
 ).pipe(
   Command.withDescription(
-    "List an account's active subscriptions (REST hooks), oldest first: id, event, receiver URL (query hidden), created, creating key."
+    "List an account's active subscriptions (REST hooks), oldest first: id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
   )
 )
 
@@ -125,6 +132,6 @@ const removeSubscription = Command.make(
 
 /** `crm-relay subscriptions`. */
 export const subscriptions = Command.make("subscriptions").pipe(
-  Command.withDescription("See and remove the REST-hook subscriptions of an account."),
-  Command.withSubcommands([listSubscriptions, removeSubscription])
+  Command.withDescription("See, remove, disable, enable and recover the REST-hook subscriptions of an account."),
+  Command.withSubcommands([listSubscriptions, removeSubscription, ...lifecycleCommands])
 )

@@ -42,7 +42,7 @@ export class AdminOperations extends Context.Tag("@crm-relay/server/AdminOperati
     readonly createKey: (accountId: string) => Effect.Effect<CreatedKey, AdminError>
     readonly listKeys: (accountId: string, page: PageRequest) => Effect.Effect<KeyPage, AdminError>
     readonly disableKey: (keyId: string) => Effect.Effect<void, AdminError>
-    readonly listSubscriptions: (accountId: string, page: PageRequest) => Effect.Effect<SubscriptionPage, AdminError>
+    readonly listSubscriptions: (accountId: string, page: PageRequest, removed?: boolean) => Effect.Effect<SubscriptionPage, AdminError>
     readonly removeSubscription: (accountId: string, subscriptionId: string) => Effect.Effect<void, AdminError>
     readonly migrate: Effect.Effect<ReadonlyArray<Migrations.Applied>, AdminError>
   }
@@ -120,9 +120,9 @@ export const layerDirect: Layer.Layer<
           Effect.catchTag("KeyNotFound", () => unknownKey(keyId)),
           orDatabase
         ),
-      listSubscriptions: (accountId, page) =>
+      listSubscriptions: (accountId, page, removed = false) =>
         known(accountId).pipe(
-          Effect.flatMap(() => subscriptions.page(accountId, pageOptions(page))),
+          Effect.flatMap(() => subscriptions.page(accountId, { ...pageOptions(page), removed })),
           Effect.map((found) => ({
             subscriptions: found.items.map(subscriptionView),
             next_cursor: Option.getOrNull(found.nextCursor)
@@ -158,8 +158,11 @@ export const layerRemote = DataAccess.layerRemote(AdminOperations, ({ client, ex
     listKeys: (accountId, page) =>
       client.accountListing.keys({ path: { id: accountId }, urlParams: urlParams(page) }).pipe(Effect.mapError(explain)),
     disableKey: (keyId) => client.keys.disable({ path: { keyId } }).pipe(Effect.mapError(explain)),
-    listSubscriptions: (accountId, page) =>
-      client.accountListing.subscriptions({ path: { id: accountId }, urlParams: urlParams(page) }).pipe(
+    listSubscriptions: (accountId, page, removed = false) =>
+      client.accountListing.subscriptions({
+        path: { id: accountId },
+        urlParams: { ...urlParams(page), ...(removed ? { removed: "true" as const } : {}) }
+      }).pipe(
         Effect.mapError(explain)
       ),
     removeSubscription: (accountId, subscriptionId) =>

@@ -46,7 +46,8 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "ConnectionNotAllowed",
   "PushSucceeded",
   "RotationRefused",
-  "OutcomeConflict"
+  "OutcomeConflict",
+  "SubscriptionDisabled"
 ])
 
 /** The sentence of an Error-object answer, if `error` is one. */

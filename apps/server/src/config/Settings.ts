@@ -5,7 +5,7 @@
  * checked against. Secrets are `Redacted` from the moment they are read.
  */
 import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
-import { Config, ConfigError, Either, LogLevel, Option, Redacted } from "effect"
+import { Config, ConfigError, Duration, Either, LogLevel, Option, Redacted } from "effect"
 
 /** A documented setting. */
 export interface Setting {
@@ -153,6 +153,36 @@ export const table: ReadonlyArray<Setting> = [
     name: "TRUSTED_PROXIES",
     default: "unset",
     description: "CIDR list of proxies whose X-Forwarded-For names the client address on the public port; from any other peer the header is ignored.",
+    secret: false
+  },
+  {
+    name: "RETENTION_PERIOD",
+    default: "30 days",
+    description: "How long finished rows are kept: delivered, failed and ended deliveries with their attempts, finished CRM push jobs with their receipts. Older ones are pruned in small batches by the worker.",
+    secret: false
+  },
+  {
+    name: "RETENTION_PAYLOAD_PERIOD",
+    default: "RETENTION_PERIOD",
+    description: "How long a finished delivery keeps its payload (at most RETENTION_PERIOD): set it shorter to drop event contents sooner than the rows, for privacy. A delivery without its payload cannot be replayed.",
+    secret: false
+  },
+  {
+    name: "RETENTION_BATCH_SIZE",
+    default: "500",
+    description: "Rows deleted per statement while pruning (1 to 10000); small batches keep claim latency flat.",
+    secret: false
+  },
+  {
+    name: "WEBHOOK_DISABLE_AFTER",
+    default: "5 days",
+    description: "A subscription whose every attempt has failed this long is disabled (not deleted); the clock starts once WEBHOOK_DISABLE_MIN_FAILURES deliveries failed within a day.",
+    secret: false
+  },
+  {
+    name: "WEBHOOK_DISABLE_MIN_FAILURES",
+    default: "3",
+    description: "Failed deliveries within one day that start a subscription's auto-disable clock (1 to 1000).",
     secret: false
   },
   {
@@ -324,6 +354,59 @@ export const PublicEdgeSettings = Config.all({
 )
 export type PublicEdgeSettings = Config.Config.Success<typeof PublicEdgeSettings>
 
+/** A positive duration such as "30 days" or "12 hours"; zero, negative or unreadable is refused with `name` and an example. */
+const positiveDuration = (name: string, example: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => {
+      const parsed = Duration.decodeUnknown(text.trim())
+      return Option.isSome(parsed) && Duration.isFinite(parsed.value) && Duration.toMillis(parsed.value) > 0
+        ? Either.right(parsed.value)
+        : Either.left(ConfigError.InvalidData([], `${name} must be a positive duration such as "${example}"; got "${text}"`))
+    })
+  )
+
+/** How long finished rows are kept. */
+export const retentionPeriod = positiveDuration("RETENTION_PERIOD", "30 days").pipe(
+  Config.withDefault(Duration.days(30)),
+  Config.withDescription(describe("RETENTION_PERIOD"))
+)
+/** How long finished deliveries keep their payload (none: as long as the rows). */
+export const retentionPayloadPeriod = Config.option(positiveDuration("RETENTION_PAYLOAD_PERIOD", "7 days")).pipe(
+  Config.withDescription(describe("RETENTION_PAYLOAD_PERIOD"))
+)
+/** Rows per pruning statement. */
+export const retentionBatchSize = Config.integer("RETENTION_BATCH_SIZE").pipe(
+  Config.validate({ message: "RETENTION_BATCH_SIZE must be a whole number from 1 to 10000", validation: (n) => n >= 1 && n <= 10_000 }),
+  Config.withDefault(500),
+  Config.withDescription(describe("RETENTION_BATCH_SIZE"))
+)
+/** How long every attempt must fail before a subscription is disabled. */
+export const webhookDisableAfter = positiveDuration("WEBHOOK_DISABLE_AFTER", "5 days").pipe(
+  Config.withDefault(Duration.days(5)),
+  Config.withDescription(describe("WEBHOOK_DISABLE_AFTER"))
+)
+/** Failed deliveries within a day that start the auto-disable clock. */
+export const webhookDisableMinFailures = Config.integer("WEBHOOK_DISABLE_MIN_FAILURES").pipe(
+  Config.validate({ message: "WEBHOOK_DISABLE_MIN_FAILURES must be a whole number from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 }),
+  Config.withDefault(3),
+  Config.withDescription(describe("WEBHOOK_DISABLE_MIN_FAILURES"))
+)
+
+/** What the receiver lifecycle needs: retention and auto-disable. */
+export const LifecycleSettings = Config.all({
+  retentionPeriod,
+  retentionPayloadPeriod,
+  retentionBatchSize,
+  webhookDisableAfter,
+  webhookDisableMinFailures
+}).pipe(
+  Config.validate({
+    message: "RETENTION_PAYLOAD_PERIOD cannot be longer than RETENTION_PERIOD (payloads go with their rows)",
+    validation: (s) => Option.match(s.retentionPayloadPeriod, { onNone: () => true, onSome: (p) => Duration.lessThanOrEqualTo(p, s.retentionPeriod) })
+  })
+)
+export type LifecycleSettings = Config.Config.Success<typeof LifecycleSettings>
+
 /** Node's extra CA file (Node reads it itself at startup; listed for completeness). */
 export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS")).pipe(
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
@@ -359,7 +442,8 @@ export const Settings = Config.all({
   logLevel,
   fairShares: FairShares,
   tracing: TracingSettings,
-  publicEdge: PublicEdgeSettings
+  publicEdge: PublicEdgeSettings,
+  lifecycle: LifecycleSettings
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

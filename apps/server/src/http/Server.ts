@@ -29,7 +29,8 @@ import * as Reference from "./internal/Reference.js"
 import { serveApi } from "./serveApi.js"
 import * as ServerFile from "../config/ServerFile.js"
 import * as TraceSampling from "../observability/TraceSampling.js"
-import type { Role, Settings } from "../config/Settings.js"
+import type { LifecycleSettings, Role, Settings } from "../config/Settings.js"
+import * as LifecycleWorkers from "../workers/LifecycleWorkers.js"
 import * as Workers from "../workers/Workers.js"
 
 /** Where this server listens: the public API only when its role serves it. */
@@ -62,6 +63,8 @@ export interface ServeOptions {
   readonly bridge?: Layer.Layer<BridgeLayers.Services, ConfigError.ConfigError> | undefined
   /** The master keys of the Vault; when not given, one random key shared by this process's servers (tests). */
   readonly masterKeys?: Vault.MasterKeys | undefined
+  /** Retention and auto-disable; the defaults when not given. */
+  readonly lifecycle?: LifecycleSettings | undefined
   /** The Integrations area's listener (ROLE all|api); none when not given (tests of other parts). */
   readonly portal?: {
     readonly host: string
@@ -103,6 +106,7 @@ const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>):
 type WorkerServices =
   | Effect.Effect.Context<typeof CallPipeline.pushWorker.run>
   | Effect.Effect.Context<typeof DeliveryWorker.deliveryWorker.run>
+  | Effect.Effect.Context<typeof LifecycleWorkers.recoveryWorker.run>
 
 /** The server over a database provided by the caller (tests share one between instances). */
 export const layerWithDatabase = (options: ServeOptions) => {
@@ -182,7 +186,14 @@ export const layerWithDatabase = (options: ServeOptions) => {
     })
   )
 
-  return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, [CallPipeline.pushWorker, DeliveryWorker.deliveryWorker])).pipe(
+  const lifecycle = options.lifecycle ?? LifecycleWorkers.defaults
+  const workers = [
+    CallPipeline.pushWorker,
+    DeliveryWorker.deliveryWorkerWith({ autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle) }),
+    LifecycleWorkers.recoveryWorker,
+    LifecycleWorkers.retentionWorker(LifecycleWorkers.retentionPolicy(lifecycle))
+  ]
+  return Layer.mergeAll(listening, Workers.layer<WorkerServices>(options.role, workers)).pipe(
     Layer.provide(Layer.merge(internalApi, publicApi)),
     Layer.provideMerge(portalAndLinks),
     Layer.provideMerge(CallPipeline.ServicesLive),
@@ -210,7 +221,8 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         portal: settings.portal,
         dataDir: Option.some(settings.dataDir),
         masterKeys,
-        edge
+        edge,
+        lifecycle: settings.lifecycle
       }).pipe(
         Layer.provideMerge(
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })

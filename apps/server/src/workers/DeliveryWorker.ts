@@ -13,12 +13,15 @@ import { Effect, Option } from "effect"
 import { deliveryMaxPerOrigin } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
-/** The webhook delivery worker. */
-export const deliveryWorker: Workers.Worker<
+/** The webhook delivery worker with `options` (e.g. the auto-disable policy from the settings). */
+export const deliveryWorkerWith = (options: DeliveryWorker.DeliveryWorkerOptions): Workers.Worker<
   Egress | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
-> = {
+> => ({
   name: "webhook-delivery",
   // DELIVERY_MAX_PER_ORIGIN was checked with the other settings at start.
   run: Effect.flatMap(Effect.orDie(deliveryMaxPerOrigin), (most) =>
-    DeliveryWorker.run(Option.match(most, { onNone: () => ({}), onSome: (maxPerKey) => ({ maxPerKey }) })))
-}
+    DeliveryWorker.run({ ...options, ...Option.match(most, { onNone: () => ({}), onSome: (maxPerKey) => ({ maxPerKey }) }) }))
+})
+
+/** The webhook delivery worker. */
+export const deliveryWorker = deliveryWorkerWith({})

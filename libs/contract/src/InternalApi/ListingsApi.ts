@@ -11,7 +11,8 @@
  * - `GET /v1/accounts/{id}/keys` → `{keys, next_cursor}`: id, last four
  *   characters, created, last used (to the minute), disabled.
  * - `GET /v1/accounts/{id}/subscriptions` → `{subscriptions, next_cursor}`,
- *   the active ones, oldest first; `DELETE /v1/accounts/{id}/subscriptions/{subscriptionId}` → 204.
+ *   the active ones (each with its state: active, failing or disabled, when
+ *   and why), oldest first, and the removed ones too with `removed=true`; `DELETE /v1/accounts/{id}/subscriptions/{subscriptionId}` → 204.
  * - `GET /v1/accounts/{id}/connections` → `{connections, next_cursor}` by
  *   tenant id; `DELETE /v1/accounts/{id}/connections/{tenantId}` → 204
  *   (the connection and its sealed secret are deleted).
@@ -27,6 +28,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import * as Accounts from "../Accounts.js"
 import * as Deliveries from "../Deliveries.js"
 import * as Events from "../Events.js"
+import { SubscriptionStatus } from "./SubscriptionLifecycleApi.js"
 import { Schema } from "effect"
 import { ConnectionView } from "./ConnectionsApi.js"
 import { DeliveryPage, ListParams } from "./DeliveriesApi.js"
@@ -65,17 +67,22 @@ export const KeyView = Schema.Struct({
 }).annotations({ identifier: "KeyView" })
 export type KeyView = typeof KeyView.Type
 
-/** An active subscription in a listing. */
+/** A subscription in a listing, with where it stands (active, failing, disabled or removed). */
 export const SubscriptionView = Schema.Struct({
-  id: Schema.String,
-  event: Schema.String,
-  /** The receiver URL; a query string is shown as `?…`. */
-  target: Schema.String,
+  ...SubscriptionStatus.fields,
   /** Null for a hook added by hand in the Integrations area. */
-  created_by_key_id: Schema.NullOr(Schema.String),
-  created_at: Schema.String
+  created_by_key_id: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "SubscriptionView" })
 export type SubscriptionView = typeof SubscriptionView.Type
+
+/** Query of the subscriptions listing: `removed=true` lists removed ones too (when and why, e.g. `gone`). */
+export const SubscriptionListParams = Schema.Struct({
+  ...ListParams.fields,
+  removed: Schema.optionalWith(
+    Schema.Literal("true", "false").annotations({ message: () => "removed must be true or false" }),
+    { exact: true }
+  )
+})
 
 /** Pages of each listing. */
 export const AccountPage = Schema.Struct({ accounts: Schema.Array(AccountView), next_cursor: nextCursor })
@@ -93,8 +100,8 @@ export type ConnectionPage = typeof ConnectionPage.Type
 
 /** Comma-separated delivery statuses, as `status` of GET /v1/deliveries and `--status` take them. */
 export const DeliveryStatuses = Schema.String.pipe(
-  Schema.pattern(/^(pending|delivered|failed)(,(pending|delivered|failed))*$/, {
-    message: () => "status must be pending, delivered or failed (comma-separated)"
+  Schema.pattern(/^(pending|delivered|failed|ended)(,(pending|delivered|failed|ended))*$/, {
+    message: () => "status must be pending, delivered, failed or ended (comma-separated)"
   })
 )
 
@@ -111,7 +118,9 @@ export const DeliverySearchParams = Schema.Struct({
 
 /** The statuses of a `status` parameter. */
 export const statusesOf = (text: string): ReadonlyArray<Deliveries.DeliveryStatus> =>
-  text.split(",").filter((s): s is Deliveries.DeliveryStatus => s === "pending" || s === "delivered" || s === "failed")
+  text.split(",").filter((s): s is Deliveries.DeliveryStatus =>
+    s === "pending" || s === "delivered" || s === "failed" || s === "ended"
+  )
 
 /** Accounts, their keys and subscriptions. */
 export class AccountListingGroup extends HttpApiGroup.make("accountListing")
@@ -138,7 +147,7 @@ export class AccountListingGroup extends HttpApiGroup.make("accountListing")
   .add(
     HttpApiEndpoint.get("subscriptions", "/v1/accounts/:id/subscriptions")
       .setPath(accountPath)
-      .setUrlParams(ListParams)
+      .setUrlParams(SubscriptionListParams)
       .addSuccess(SubscriptionPage)
       .addError(Events.BadRequest.wire)
       .addError(Events.NotFound.wire)

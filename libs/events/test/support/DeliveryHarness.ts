@@ -25,7 +25,9 @@ import * as DeliveryWorker from "../../src/DeliveryWorker.js"
 import * as Fanout from "../../src/Fanout.js"
 import { IntegrationKeys } from "../../src/IntegrationKeys.js"
 import { Preview } from "../../src/Preview.js"
+import { Recoveries } from "../../src/Recoveries.js"
 import { SigningSecrets } from "../../src/SigningSecrets.js"
+import { SubscriptionLifecycle } from "../../src/SubscriptionLifecycle.js"
 import { Subscriptions } from "../../src/Subscriptions.js"
 import { leadEvent } from "./Fixtures.js"
 import * as Receiver from "./Receiver.js"
@@ -92,6 +94,8 @@ export const layerWith = (deadline: Duration.Duration) => Layer.mergeAll(
   Deliveries.Default,
   Fanout.Fanout.Default,
   SigningSecrets.Default,
+  SubscriptionLifecycle.Default,
+  Recoveries.Default,
   egress(deadline),
   ReceiversLive
 ).pipe(Layer.provideMerge(Vault.layerTest), Layer.provideMerge(TestDatabase.layer))

@@ -11,6 +11,7 @@ import insertionOrder from "./0005_insertion_order.js"
 import traceContext from "./0006_trace_context.js"
 import operatorListings from "./0007_operator_listings.js"
 import fairQueues from "./0008_fair_queues.js"
+import receiverLifecycle from "./0009_receiver_lifecycle.js"
 import portal from "./0010_portal.js"
 
 /** The ordered record of migrations. */
@@ -23,5 +24,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0006_trace_context": traceContext,
   "0007_operator_listings": operatorListings,
   "0008_fair_queues": fairQueues,
+  "0009_receiver_lifecycle": receiverLifecycle,
   "0010_portal": portal
 }

@@ -10,7 +10,8 @@ import { Effect, Layer, Option } from "effect"
 import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import type { ConnectionView } from "@crm-relay/contract/InternalApi/ConnectionsApi"
 import { messages as connectionMessages } from "./ConnectionsApiLive.js"
-import { displayTarget, pageView } from "./DeliveriesApiLive.js"
+import { pageView } from "./DeliveriesApiLive.js"
+import { subscriptionStatus } from "./SubscriptionLifecycleApiLive.js"
 import { type AccountDetail, type AccountView, type KeyView, statusesOf, type SubscriptionView } from "@crm-relay/contract/InternalApi/ListingsApi"
 
 /** Sentences of the listings' errors. */
@@ -50,11 +51,8 @@ export const keyView = (k: IntegrationKeys.KeySummary): KeyView => ({
 
 /** A subscription for the operator. */
 export const subscriptionView = (s: Subscriptions.SubscriptionSummary): SubscriptionView => ({
-  id: s.id,
-  event: s.event,
-  target: displayTarget(s.target_url),
-  created_by_key_id: s.created_by_key_id,
-  created_at: iso(s.created_at)
+  ...subscriptionStatus(s),
+  created_by_key_id: s.created_by_key_id
 })
 
 /** A connection for the operator (never the secret). */
@@ -102,7 +100,7 @@ const AccountListingLive = HttpApiBuilder.group(InternalApi, "accountListing", (
       .handle("subscriptions", ({ path, urlParams }) =>
         Effect.zipRight(
           known(path.id),
-          subscriptions.page(path.id, urlParams).pipe(
+          subscriptions.page(path.id, { ...urlParams, removed: urlParams.removed === "true" }).pipe(
             Effect.map((page) => ({
               subscriptions: page.items.map(subscriptionView),
               next_cursor: Option.getOrNull(page.nextCursor)
