@@ -135,7 +135,7 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations
       expect(errors).toEqual([])
     }))
 
-  it.scoped("CRM bridge card: \"Test connection\" runs the capabilities check against the reference bridge and shows what it advertised; Save stores it with the secret write-only; a wrong key fails with a clear cause", () =>
+  it.scoped("CRM bridge card: \"Test connection\" runs the capabilities check against the reference bridge and shows what it advertised; Save stores it with the secret write-only; a wrong key fails with a clear cause; \"Check conformance\" on the stored connection shows the verdict and every check", () =>
     Effect.gen(function*() {
       const bridge = yield* ReferenceBridge.ReferenceBridge
       const { errors, page } = yield* signedIn()
@@ -170,6 +170,18 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations
       expect(text).toMatch(/API key set on/)
       expect(yield* promise(() => page.content())).not.toContain(TENANT.apiKey)
       yield* promise(() => screenshot(page, "[data-card=bridge]", "bridge-card"))
+
+      // The stored connection's read-only conformance check, from its row.
+      yield* promise(() => row.getByRole("button", { name: "Check conformance" }).click())
+      const verdict = row.getByTestId("conformance-verdict")
+      yield* promise(() => verdict.waitFor(WAIT))
+      expect((yield* promise(() => verdict.textContent())) ?? "").toMatch(/^Conformant: the bridge earns the read-only level of svc\.crm\.v1\. \d+ passed · 0 failed/)
+      yield* promise(() => row.getByText(/^All \d+ checks$/).click())
+      const checks = row.getByTestId("conformance-check")
+      expect(yield* promise(() => checks.count())).toBeGreaterThan(5)
+      expect((yield* promise(() => checks.first().textContent())) ?? "").toMatch(/^PASScapabilities\./)
+      yield* noSeriousViolations(page, "[data-card=bridge]")
+      yield* promise(() => screenshot(page, "[data-card=bridge]", "bridge-conformance"))
       expect(errors).toEqual([])
     }))
 

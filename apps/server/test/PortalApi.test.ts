@@ -1,10 +1,13 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Accounts } from "@crm-relay/events"
+import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase } from "@crm-relay/store"
 import { Clock, Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
 import * as Server from "../src/http/Server.js"
 import { PortalSessions } from "../src/http/portal/PortalSessions.js"
+import * as Bridge from "./support/ConnectionsServer.js"
+import { bridgeSide } from "./support/LoopbackEgress.js"
 import { adminRequest, type Answer, layerServer, request } from "./support/TestServer.js"
 
 /** A server with its Integrations area on loopback (no built page needed: the API is what is tested). */
@@ -172,6 +175,53 @@ layer(Live)("Integrations area API", (it) => {
       const me = yield* session()
       expect((yield* me.call("POST", "/api/session/logout")).status).toBe(204)
       expect((yield* me.call("GET", "/api/keys")).status).toBe(401)
+    }))
+})
+
+/** A server with its Integrations area whose egress reaches the reference bridge (real TLS on loopback). */
+const WithBridge = Layer.unwrapEffect(
+  Effect.map(ReferenceBridge.ReferenceBridge, (bridge) =>
+    layerServer({
+      role: "api",
+      bridge: bridgeSide([bridge.ca]),
+      masterKeys: Bridge.masterKeys,
+      portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() }
+    }))
+).pipe(Layer.provideMerge(TestDatabase.layer), Layer.provideMerge(Bridge.BridgeLive))
+
+layer(WithBridge)("Integrations area: the CRM bridge card's conformance check", (it) => {
+  it.effect("POST /api/connections/{tenantId}/check runs the read-only check on the session's stored connection (the reference bridge passes, nothing is written to the CRM); another account's tenant answers 404, a missing CSRF token 403, a demo account 409", () =>
+    Effect.gen(function*() {
+      const bridge = yield* ReferenceBridge.ReferenceBridge
+      yield* bridge.control.reset
+      const mine = yield* session()
+      const saved = yield* mine.call("PUT", `/api/connections/${Bridge.TENANT.tenantId}`, Bridge.form(bridge, "rest", "api_key"))
+      expect(saved.status).toBe(200)
+
+      const path = `/api/connections/${Bridge.TENANT.tenantId}/check`
+      const answer = yield* mine.call("POST", path)
+      expect(answer.status).toBe(200)
+      const report = answer.json as { passed: boolean; earned_level: string; requested_level: string; counts: { fail: number }; checks: Array<{ id: string; status: string; rule: string }> }
+      expect(report).toMatchObject({ passed: true, earned_level: "read-only", requested_level: "read-only", tenant_id: Bridge.TENANT.tenantId })
+      expect(report.counts.fail).toBe(0)
+      expect(report.checks.map((c) => c.id)).toContain("capabilities.version")
+      expect(report.checks.every((c) => c.rule.length > 0)).toBe(true)
+      expect(answer.text).not.toContain(Bridge.TENANT.apiKey)
+      const records = yield* bridge.control.records
+      expect([records.contacts.length, records.leads.length, records.appointments.length]).toEqual([0, 0, 0])
+
+      const noCsrf = yield* mine.call("POST", path, undefined, false)
+      expect(noCsrf.status).toBe(403)
+
+      const theirs = yield* session()
+      const other = yield* theirs.call("POST", path)
+      expect([other.status, other.json]).toEqual([
+        404,
+        { error: `This account has no stored bridge connection for tenant ${Bridge.TENANT.tenantId}; save one first.` }
+      ])
+
+      const demo = yield* session("demo")
+      expect((yield* demo.call("POST", path)).status).toBe(409)
     }))
 })
 

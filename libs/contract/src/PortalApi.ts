@@ -14,6 +14,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
+import { Report as ConformanceReport } from "./Conformance.js"
 import { CapabilitiesResponse } from "./Operations.js"
 
 /** The session cookie's name. */
@@ -238,6 +239,9 @@ export const ConnectionsView = Schema.Struct({
 }).annotations({ identifier: "PortalConnections" })
 export type ConnectionsView = typeof ConnectionsView.Type
 
+/** The conformance check's report on a stored connection (the contract's, as the internal API and the CLI answer it). */
+export { Report as ConformanceReport } from "./Conformance.js"
+
 /** What the bridge advertised to a passing check. */
 export const CheckPassed = Schema.Struct({ capabilities: CapabilitiesResponse }).annotations({ identifier: "PortalCheckPassed" })
 
@@ -262,6 +266,20 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
       .addError(InvalidConnection.wire)
       .addError(ConnectionNotAllowed.wire)
       .addError(CheckFailed.wire)
+  )
+  .add(
+    // A change in HTTP terms (it reaches the bridge), so CSRF-protected; read-only on the CRM: it writes nothing there.
+    HttpApiEndpoint.post("check", "/api/connections/:tenantId/check")
+      .setPath(tenantPath)
+      .addSuccess(ConformanceReport)
+      .addError(NotFound.wire)
+      .addError(InvalidConnection.wire)
+      .addError(ConnectionNotAllowed.wire)
+      .annotate(
+        OpenApi.Description,
+        "Runs the read-only bridge conformance check on the stored connection of the tenant and answers the report " +
+          "(a failing bridge is a report with `passed: false`, not an error). 404 when the account has no connection for the tenant."
+      )
   )
   .middleware(PortalAuth)
 {}

@@ -1,7 +1,8 @@
 /**
  * Card 2: the CRM bridge — each client tenant's connection (secrets only as
  * "set on DATE") and the connection form. Demo and sandbox accounts see why
- * they cannot connect a real CRM, with the form disabled.
+ * they cannot connect a real CRM, with the form disabled. Each stored
+ * connection can run the read-only conformance check.
  */
 import { useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
@@ -9,6 +10,7 @@ import { Status } from "../ui/Status.js"
 import { DateOnly, Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
 import { Capabilities } from "./Capabilities.js"
+import { ConformanceCheck } from "./ConformanceCheck.js"
 import { ConnectionForm } from "./ConnectionForm.js"
 
 export const BridgeCard = ({ client, mode }: { readonly client: Client; readonly mode: string }) => {
@@ -21,6 +23,7 @@ export const BridgeCard = ({ client, mode }: { readonly client: Client; readonly
       <h2 id="bridge-title">CRM bridge</h2>
       <p className="hint">
         Calls are written to your CRM through your bridge (svc.crm.v1). Connecting runs the capabilities check only: nothing is written.
+        "Check conformance" proves a stored connection follows the contract's read-only rules, also without writing anything.
       </p>
       {state.data === undefined && state.error === undefined && <p className="hint" role="status">Loading connections…</p>}
       {state.data !== undefined && !state.data.allowed && <p className="notice" data-testid="not-allowed">{state.data.reason}</p>}
@@ -39,6 +42,7 @@ export const BridgeCard = ({ client, mode }: { readonly client: Client; readonly
                 <Capabilities capabilities={c.capabilities} />
               </div>
               <button type="button" disabled={!allowed} onClick={() => setEditing(c)}>Change…</button>
+              <ConformanceCheck client={client} disabled={!allowed} tenantId={c.tenant_id} />
             </li>
           ))}
         </ul>

@@ -4,7 +4,7 @@
  * with this process's MASTER_KEY and egress — or through the running
  * server's internal API, which then uses its own.
  */
-import { Conformance, type Egress, type TokenCache, type TransportRegistry } from "@crm-relay/bridge"
+import type { Egress, TokenCache, TransportRegistry } from "@crm-relay/bridge"
 import { Connections } from "@crm-relay/calls"
 import type { Conformance as Contract, Operations } from "@crm-relay/contract"
 import { Migrations, Vault } from "@crm-relay/store"
@@ -17,6 +17,7 @@ import type { ConnectionPage } from "@crm-relay/contract/InternalApi/ListingsApi
 import { connectionView } from "../http/internal/ListingsApiLive.js"
 import * as BridgeLayers from "../workers/BridgeLayers.js"
 import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
+import * as StoredConnectionCheck from "../workers/StoredConnectionCheck.js"
 import * as MasterKey from "../config/MasterKey.js"
 import type { CliSettings } from "../config/Settings.js"
 import * as DataAccess from "./DataAccess.js"
@@ -116,19 +117,18 @@ export const layerDirect = (settings: CliSettings) =>
             const bridgeSide = yield* Effect.context<Egress | TokenCache | TransportRegistry>()
             return ConnectionOperations.of({
               check: (accountId, tenantId, writes) =>
-                connections.state(accountId, tenantId).pipe(
-                  Effect.flatMap(Option.match({
-                    onNone: () => Effect.fail(unknownAccount(accountId)),
-                    onSome: (state) =>
-                      Option.match(state.connection, {
-                        onNone: () => Effect.fail(noConnection(tenantId)),
-                        onSome: (stored) =>
-                          Conformance.run({ connection: stored.connection, writes }).pipe(
-                            Effect.provide(bridgeSide),
-                            Effect.mapError((error) => invalid(error.field, error.message))
-                          )
-                      })
-                  })),
+                StoredConnectionCheck.run(connections, accountId, tenantId, writes).pipe(
+                  Effect.provide(bridgeSide),
+                  Effect.mapError((error) => {
+                    switch (error._tag) {
+                      case "AccountNotFound":
+                        return unknownAccount(accountId)
+                      case "ConnectionNotFound":
+                        return noConnection(tenantId)
+                      case "InvalidConnection":
+                        return invalid(error.field, error.message)
+                    }
+                  }),
                   Effect.catchAllDefect(defect)
                 ),
               set: (accountId, tenantId, request) =>

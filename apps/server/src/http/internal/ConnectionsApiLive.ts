@@ -3,13 +3,14 @@
  * internal API (see ConnectionsApi for the statuses).
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Conformance, type Egress, type TokenCache, type TransportRegistry } from "@crm-relay/bridge"
+import { type Egress, type TokenCache, type TransportRegistry } from "@crm-relay/bridge"
 import { Connections } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { SigningSecrets } from "@crm-relay/events"
 import { Vault } from "@crm-relay/store"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
+import * as StoredConnectionCheck from "../../workers/StoredConnectionCheck.js"
 import { CheckRefused, ConnectionNotAllowed, type ConnectionRequest, type ConnectionView, InvalidSettings, RotationRefused } from "@crm-relay/contract/InternalApi/ConnectionsApi"
 
 /** Sentences of these groups' errors. */
@@ -94,17 +95,19 @@ const ConnectionsLive = HttpApiBuilder.group(InternalApi, "connections", (handle
           Effect.mapError(toApiError)
         ))
       .handle("check", ({ path, payload }) =>
-        Effect.gen(function*() {
-          const state = yield* connections.state(path.id, path.tenantId)
-          if (Option.isNone(state)) return yield* unknownAccount()
-          if (Option.isNone(state.value.connection)) {
-            return yield* new Events.NotFound({ error: messages.noConnection(path.tenantId) })
-          }
-          return yield* Conformance.run({ connection: state.value.connection.value.connection, writes: payload.writes }).pipe(
-            Effect.provide(bridgeSide),
-            Effect.mapError((error) => new InvalidSettings({ error: error.message, field: error.field }))
-          )
-        }))
+        StoredConnectionCheck.run(connections, path.id, path.tenantId, payload.writes).pipe(
+          Effect.provide(bridgeSide),
+          Effect.mapError((error) => {
+            switch (error._tag) {
+              case "AccountNotFound":
+                return unknownAccount()
+              case "ConnectionNotFound":
+                return new Events.NotFound({ error: messages.noConnection(error.tenantId) })
+              case "InvalidConnection":
+                return new InvalidSettings({ error: error.message, field: error.field })
+            }
+          })
+        ))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const state = yield* connections.state(path.id, path.tenantId)

@@ -6,6 +6,7 @@
  * and the CLI, so each writes its audit line, here naming the session.
  */
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import type { Egress, TokenCache, TransportRegistry } from "@crm-relay/bridge"
 import { Connections, CrmPushJobs } from "@crm-relay/calls"
 import { Events, PortalApi } from "@crm-relay/contract"
 import { Accounts, Deliveries, Fanout, IntegrationKeys, RateLimiter, SigningSecrets, Subscriptions } from "@crm-relay/events"
@@ -13,6 +14,7 @@ import * as Audit from "@crm-relay/store/Audit"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { displayTarget } from "../internal/DeliveriesApiLive.js"
 import { toSettings } from "../internal/ConnectionsApiLive.js"
+import * as StoredConnectionCheck from "../../workers/StoredConnectionCheck.js"
 import { IDLE_TIMEOUT, PortalSessions, csrfMatches, csrfToken } from "./PortalSessions.js"
 
 const { CurrentSession, PortalAuth } = PortalApi
@@ -30,6 +32,7 @@ export const messages = {
   notAllowed: (mode: string) =>
     `This is a ${mode} account: its calls never reach a real CRM, so a CRM bridge cannot be connected. ` +
     "Ask your account manager to switch the account to live when you are ready.",
+  noConnection: (tenantId: string) => `This account has no stored bridge connection for tenant ${tenantId}; save one first.`,
   notFound: "Not found: this path is not part of the Integrations area."
 } as const
 
@@ -255,6 +258,8 @@ const ConnectionsLive = HttpApiBuilder.group(PortalApi.PortalApi, "connections",
   Effect.gen(function*() {
     const connections = yield* Connections.Connections
     const accounts = yield* Accounts.Accounts
+    // The check speaks through the server's own egress, token cache and transports.
+    const bridgeSide = yield* Effect.context<Egress | TokenCache | TransportRegistry>()
     const view = (c: Connections.ConnectionSummary): PortalApi.ConnectionView => ({
       tenant_id: c.tenantId,
       transport: c.transport,
@@ -286,6 +291,28 @@ const ConnectionsLive = HttpApiBuilder.group(PortalApi.PortalApi, "connections",
             Effect.catchAll(checkError),
             Effect.map((capabilities) => ({ capabilities }))
           )))
+      .handle("check", ({ path }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentSession
+          const mode = Option.match(yield* accounts.find(accountId), { onNone: () => "live", onSome: (a) => a.mode })
+          if (mode !== "live") return yield* new PortalApi.ConnectionNotAllowed({ error: messages.notAllowed(mode) })
+          // Read-only: the page never runs the write level, which needs a test tenant.
+          const report = yield* StoredConnectionCheck.run(connections, accountId, path.tenantId, false).pipe(
+            Effect.provide(bridgeSide),
+            Effect.catchTags({
+              AccountNotFound: () => Effect.dieMessage("The session's account vanished"),
+              ConnectionNotFound: () => new Events.NotFound({ error: messages.noConnection(path.tenantId) }),
+              InvalidConnection: (error) => new PortalApi.InvalidConnection({ error: error.message, field: error.field })
+            })
+          )
+          yield* Audit.record("connection.conformance_checked", {
+            account_id: accountId,
+            tenant_id: path.tenantId,
+            earned_level: report.earned_level,
+            passed: report.passed
+          })
+          return report
+        }))
       .handle("save", ({ path, payload }) =>
         Effect.gen(function*() {
           const { accountId } = yield* CurrentSession
