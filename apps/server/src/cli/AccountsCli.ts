@@ -78,7 +78,7 @@ const listKeys = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List an account's integration keys, oldest first: id, last four characters, created, last used (to the minute), disabled. Never the key."
+    "List an account's integration keys, oldest first. Each with its id, last four characters, created, last used (to the minute), disabled. Never the key."
   )
 )
 
@@ -110,7 +110,7 @@ const listSubscriptions = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List an account's active subscriptions (REST hooks), oldest first: id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
+    "List an account's active subscriptions (REST hooks), oldest first. Each with its id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
   )
 )
 

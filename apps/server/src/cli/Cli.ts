@@ -34,8 +34,8 @@ const serve = Command.make("serve", {}, () =>
     )
   })).pipe(
     Command.withDescription(
-      "Run the server: the public Event API on PORT, the internal API on ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN), " +
-        "the Integrations area on PORTAL_HOST:PORTAL_PORT and the workers, as ROLE says. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
+      "Run the server and its workers, as ROLE says. The public Event API listens on PORT, the internal API on " +
+        "ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN), the Integrations area on PORTAL_HOST:PORTAL_PORT. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
     )
   )
 

@@ -122,8 +122,8 @@ const set = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Connect a client tenant's CRM bridge: runs the capabilities check only (nothing is written at the bridge) and, " +
-      "when it passes, stores the connection (the secret encrypted) and the capabilities. A failed check stores nothing."
+    "Connect a client tenant's CRM bridge after a capabilities check. The check is the only exchange (nothing is written at " +
+      "the bridge); when it passes, crm-relay stores the connection (the secret encrypted) and the capabilities. A failed check stores nothing."
   )
 )
 
@@ -167,7 +167,7 @@ const list = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List an account's bridge connections by tenant: transport, URL, credential kind, capabilities and last check (never the secret)."
+    "List an account's bridge connections by tenant, never the secret. Each with its transport, URL, credential kind, capabilities and last check."
   )
 )
 
@@ -175,7 +175,7 @@ const show = Command.make("show", { account, tenant, json }, ({ account, json, t
   withOperations((operations) =>
     Effect.flatMap(operations.show(account, tenant), (connection) => print(json, connection, describeConnection(connection)))
   )).pipe(
-    Command.withDescription("Show one tenant's bridge connection: transport, URL, credential kind, capabilities, last check (never the secret).")
+    Command.withDescription("Show one tenant's bridge connection, never the secret. Its transport, URL, credential kind, capabilities and last check.")
   )
 
 const remove = Command.make("remove", { account, tenant, json }, ({ account, json, tenant }) =>

@@ -44,7 +44,7 @@ const instant = (flag: string, text: string) => {
 
 const show = Command.make("show", { account, id, json }, ({ account, id, json }) =>
   withSubscriptions((operations) => Effect.flatMap(operations.show(account, id), (s) => print(json, s, describeStatus(s))))).pipe(
-    Command.withDescription("Show where a subscription stands: active, failing (since when), disabled (when, why) or removed (when, why: gone after a 410).")
+    Command.withDescription("Show where a subscription stands. Active, failing (since when), disabled (when, why) or removed (when, why: gone after a 410).")
   )
 
 const disable = Command.make(
