@@ -1,6 +1,6 @@
 /**
  * Runs shell text as an operator would: bash in a clone-like directory (the
- * repository's files linked in, its own `.data`), in a process group of its
+ * repository's files linked or copied in, its own `.data`), in a process group of its
  * own so that everything it leaves running in the background is stopped
  * when the scope closes.
  */
@@ -20,18 +20,25 @@ const LEFT_OUT = new Set([".data", ".nx", ".git", "coverage", "dist"])
 const PROJECT_FOLDERS = new Set(["apps", "libs"])
 const WORKSPACE_PROJECTS = new Set(["tools"])
 
-/** `target` as a real folder whose entries (but local state) are links to those of `source`. */
-const linkEntries = (source: string, target: string): void => {
+/**
+ * `target` as a real folder holding copies of the entries of `source` (but
+ * local state), its installed `node_modules` linked. Copies, not links: a
+ * build that resolves real paths (Vite does) must find its sources inside
+ * the project it builds, as in a clone.
+ */
+const copyEntries = (source: string, target: string): void => {
   Fs.mkdirSync(target)
   for (const entry of Fs.readdirSync(source)) {
-    if (!LEFT_OUT.has(entry)) Fs.symlinkSync(Path.join(source, entry), Path.join(target, entry))
+    if (LEFT_OUT.has(entry)) continue
+    if (entry === "node_modules") Fs.symlinkSync(Path.join(source, entry), Path.join(target, entry))
+    else Fs.cpSync(Path.join(source, entry), Path.join(target, entry), { recursive: true, verbatimSymlinks: true })
   }
 }
 
 /**
  * A temporary directory that looks like a fresh clone: every top-level entry
  * of the repository linked in, but the projects' folders real (their entries
- * linked), so that Nx finds the projects as in a clone.
+ * copied), so that Nx finds the projects as in a clone.
  */
 export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Scope> =>
   Effect.acquireRelease(
@@ -42,9 +49,9 @@ export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Sc
         const source = Path.join(ROOT, entry)
         if (PROJECT_FOLDERS.has(entry)) {
           Fs.mkdirSync(Path.join(dir, entry))
-          for (const project of Fs.readdirSync(source)) linkEntries(Path.join(source, project), Path.join(dir, entry, project))
+          for (const project of Fs.readdirSync(source)) copyEntries(Path.join(source, project), Path.join(dir, entry, project))
         } else if (WORKSPACE_PROJECTS.has(entry)) {
-          linkEntries(source, Path.join(dir, entry))
+          copyEntries(source, Path.join(dir, entry))
         } else {
           Fs.symlinkSync(source, Path.join(dir, entry))
         }
