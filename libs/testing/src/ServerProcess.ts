@@ -40,6 +40,7 @@ export const startServer = (options: { readonly dataDir: string; readonly env: R
             DATA_DIR: options.dataDir,
             PORT: "0",
             ADMIN_PORT: "0",
+            PORTAL_PORT: "0",
             ADMIN_HOST: "127.0.0.1",
             ADMIN_TOKEN: adminToken,
             LOG_LEVEL: "Warning",
