@@ -83,46 +83,38 @@ const counted = (rows: ReadonlyArray<Record<string, unknown>>, parent: string, c
   [child]: Number(rows[0]?.["children"] ?? 0)
 })
 
-// The children go first in the same statement (their foreign keys are checked at its end).
-const deliveries: Pruned = {
-  table: "deliveries",
+/**
+ * Finished rows of `table` (by `age`) and the rows of `child` that reference
+ * them through `childKey`. The children go first in the same statement
+ * (their foreign keys are checked at its end).
+ */
+const withChildren = (spec: {
+  readonly table: string
+  readonly age: string
+  readonly child: string
+  readonly childKey: string
+}): Pruned => ({
+  table: spec.table,
   batch: (sql, cutoff, limit) =>
     sql`WITH doomed AS (
-        SELECT id FROM deliveries WHERE status <> 'pending' AND created_at < ${cutoff}
-        ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        SELECT id FROM ${sql(spec.table)} WHERE status <> 'pending' AND ${sql(spec.age)} < ${cutoff}
+        ORDER BY ${sql(spec.age)} LIMIT ${limit} FOR UPDATE SKIP LOCKED
       ), children AS (
-        DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM doomed) RETURNING 1
+        DELETE FROM ${sql(spec.child)} WHERE ${sql(spec.childKey)} IN (SELECT id FROM doomed) RETURNING 1
       ), parents AS (
-        DELETE FROM deliveries WHERE id IN (SELECT id FROM doomed) RETURNING 1
+        DELETE FROM ${sql(spec.table)} WHERE id IN (SELECT id FROM doomed) RETURNING 1
       )
       SELECT (SELECT count(*) FROM parents) AS parents, (SELECT count(*) FROM children) AS children`.pipe(
-      Effect.map((rows) => counted(rows, "deliveries", "delivery_attempts"))
+      Effect.map((rows) => counted(rows, spec.table, spec.child))
     ),
   oldest: (sql) =>
-    sql<{ at: Date | null }>`SELECT min(created_at) AS at FROM deliveries WHERE status <> 'pending'`.pipe(
+    sql<{ at: Date | null }>`SELECT min(${sql(spec.age)}) AS at FROM ${sql(spec.table)} WHERE status <> 'pending'`.pipe(
       Effect.map((rows) => rows[0]?.at ?? null)
     )
-}
+})
 
-const pushJobs: Pruned = {
-  table: "crm_push_jobs",
-  batch: (sql, cutoff, limit) =>
-    sql`WITH doomed AS (
-        SELECT id FROM crm_push_jobs WHERE status <> 'pending' AND updated_at < ${cutoff}
-        ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-      ), children AS (
-        DELETE FROM crm_push_receipts WHERE job_id IN (SELECT id FROM doomed) RETURNING 1
-      ), parents AS (
-        DELETE FROM crm_push_jobs WHERE id IN (SELECT id FROM doomed) RETURNING 1
-      )
-      SELECT (SELECT count(*) FROM parents) AS parents, (SELECT count(*) FROM children) AS children`.pipe(
-      Effect.map((rows) => counted(rows, "crm_push_jobs", "crm_push_receipts"))
-    ),
-  oldest: (sql) =>
-    sql<{ at: Date | null }>`SELECT min(updated_at) AS at FROM crm_push_jobs WHERE status <> 'pending'`.pipe(
-      Effect.map((rows) => rows[0]?.at ?? null)
-    )
-}
+const deliveries = withChildren({ table: "deliveries", age: "created_at", child: "delivery_attempts", childKey: "delivery_id" })
+const pushJobs = withChildren({ table: "crm_push_jobs", age: "updated_at", child: "crm_push_receipts", childKey: "job_id" })
 
 const dropPayloads = (sql: SqlClient.SqlClient, cutoff: Date, limit: number, at: Date) =>
   sql`UPDATE deliveries SET payload = NULL, payload_dropped_at = ${at} WHERE id IN (
