@@ -21,10 +21,12 @@ import { adminRequest, layerServer, replica, start } from "./support/TestServer.
 const UNAUTHORIZED = { error: "The integration key is missing, invalid or disabled." }
 
 const edge = (overrides: Partial<PublicEdge.PublicEdge["limits"]> & Partial<Omit<PublicEdge.PublicEdge, "limits">> = {}): PublicEdge.PublicEdge => {
-  const { failedKeyLimit, trustedProxies, ...limits } = overrides
+  const { failedKeyHoldMs, failedKeyLimit, trustedProxies, ...limits } = overrides
   return {
     limits: { ...defaultEdge.limits, ...limits },
     failedKeyLimit: failedKeyLimit ?? defaultEdge.failedKeyLimit,
+    // Answered at once unless a test is about the hold.
+    failedKeyHoldMs: failedKeyHoldMs ?? 0,
     trustedProxies: trustedProxies ?? defaultEdge.trustedProxies
   }
 }
@@ -277,6 +279,68 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
       // Another client behind the same proxy is not refused.
       expect((yield* send(port, performList(BAD_KEY, [["X-Forwarded-For", "203.0.113.8"]]))).status).toBe(401)
       expect(yield* failedKeyRows("127.0.0.1")).toBe(0)
+    }))
+})
+
+/** Writes `first` on one keep-alive connection to `port`, then `second` after `gapMs`; when each answer began to arrive (ms after `first`) and the bytes. */
+const twoOnOneConnection = (port: number, first: Buffer, second: Buffer, gapMs: number) =>
+  Effect.async<{ readonly at: ReadonlyArray<number>; readonly text: string }>((resume) => {
+    const socket = Net.connect({ port, host: "127.0.0.1" })
+    const at: Array<number> = []
+    let text = ""
+    let started = 0
+    const bound = setTimeout(() => finish(), 30_000)
+    const finish = () => {
+      clearTimeout(bound)
+      socket.destroy()
+      resume(Effect.succeed({ at, text }))
+    }
+    socket.on("error", () => undefined)
+    socket.on("close", finish)
+    socket.on("data", (chunk) => {
+      text += chunk.toString("latin1")
+      while (at.length < text.split("HTTP/1.1 ").length - 1) at.push(performance.now() - started)
+      if (at.length === 2) finish()
+    })
+    socket.on("connect", () => {
+      started = performance.now()
+      socket.write(first)
+      setTimeout(() => socket.write(second), gapMs)
+    })
+  })
+
+const keepAlive = (key: string) => RawHttp.format("GET", "/perform-list", [["Host", "edge.test"], ["Authorization", `Bearer ${key}`]])
+
+layer(TestDatabase.layer, { excludeTestServices: true })("failed-key tarpit", (it) => {
+  it.scoped("a refused address's 429 is held FAILED_KEY_HOLD_MS and its connection is not read meanwhile: one request per connection per hold", () =>
+    Effect.gen(function*() {
+      yield* resetCounts
+      const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 2, failedKeyHoldMs: 1_000 }) }))
+      const port = portOf(server.public)
+      for (let i = 0; i < 2; i++) expect((yield* send(port, performList(BAD_KEY))).status).toBe(401)
+      // The failure over the limit is counted (one query) and answered at once; it makes the address refused.
+      expect((yield* send(port, performList(BAD_KEY))).status).toBe(429)
+      const before = yield* counter(server.admin, "crm_relay_failed_key_refusals_total")
+      // The second request is written 200 ms after the first: read at once, it would be answered 200 ms after the first.
+      const seen = yield* twoOnOneConnection(port, keepAlive(BAD_KEY), keepAlive(BAD_KEY), 200)
+      expect(seen.at).toHaveLength(2)
+      expect(seen.at[0]!).toBeGreaterThanOrEqual(950)
+      expect(seen.at[1]! - seen.at[0]!).toBeGreaterThanOrEqual(950)
+      const answers = RawHttp.parseAnswers(Buffer.from(seen.text, "latin1")).answers
+      expect(answers.map((answer) => answer.status)).toEqual([429, 429])
+      for (const answer of answers) {
+        const seconds = Number(answer.headers["retry-after"])
+        expect(seconds).toBeGreaterThanOrEqual(1)
+        expect(seconds).toBeLessThanOrEqual(60)
+        expect(JSON.parse(answer.body)).toEqual({ error: TOO_MANY.replace("5 requests", "2 requests"), retryAfterSeconds: seconds })
+      }
+      expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 2)
+      // A connection that leaves during its hold costs nothing more, and the port keeps serving.
+      const left = yield* watch(port, [keepAlive(BAD_KEY)], 0, 100)
+      expect(left.text).toBe("")
+      const later = yield* send(port, performList(BAD_KEY))
+      expect(later.status).toBe(429)
+      expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 4)
     }))
 })
 

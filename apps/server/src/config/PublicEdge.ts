@@ -15,6 +15,8 @@ export interface PublicEdge {
   readonly limits: ConnectionLimits
   /** Failed keys per client address per minute. */
   readonly failedKeyLimit: number
+  /** How long the 429 of a refused address is held (its connection unread meanwhile); 0: at once. */
+  readonly failedKeyHoldMs: number
   readonly trustedProxies: ReadonlyArray<AddressPolicy.Cidr>
 }
 
@@ -59,6 +61,7 @@ export const resolve = (settings: PublicEdgeSettings): Effect.Effect<PublicEdge,
       request_timeout_ms: settings.requestTimeoutMs,
       keep_alive_timeout_ms: settings.keepAliveTimeoutMs,
       failed_key_limit_per_minute: settings.failedKeyLimit,
+      failed_key_hold_ms: settings.failedKeyHoldMs,
       trusted_proxies: settings.trustedProxies.map((cidr) => cidr.text).join(",") || "none"
     }))
     return {
@@ -69,6 +72,7 @@ export const resolve = (settings: PublicEdgeSettings): Effect.Effect<PublicEdge,
         maxConnections
       },
       failedKeyLimit: settings.failedKeyLimit,
+      failedKeyHoldMs: settings.failedKeyHoldMs,
       trustedProxies: settings.trustedProxies
     }
   })

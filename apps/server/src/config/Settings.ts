@@ -150,6 +150,12 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   {
+    name: "FAILED_KEY_HOLD_MS",
+    default: "5000",
+    description: "Public port: how long the 429 of an address over FAILED_KEY_LIMIT is held, its connection unread meanwhile (a tarpit: a flood gets one request per connection per hold); 0 answers at once.",
+    secret: false
+  },
+  {
     name: "TRUSTED_PROXIES",
     default: "unset",
     description: "CIDR list of proxies whose X-Forwarded-For names the client address on the public port; from any other peer the header is ignored.",
@@ -335,6 +341,11 @@ export const PublicEdgeSettings = Config.all({
     Config.validate({ message: "FAILED_KEY_LIMIT must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
     Config.withDefault(30),
     Config.withDescription(describe("FAILED_KEY_LIMIT"))
+  ),
+  failedKeyHoldMs: Config.integer("FAILED_KEY_HOLD_MS").pipe(
+    Config.validate({ message: "FAILED_KEY_HOLD_MS must be a whole number of milliseconds from 0 to 60000", validation: (n) => n >= 0 && n <= 60_000 }),
+    Config.withDefault(5_000),
+    Config.withDescription(describe("FAILED_KEY_HOLD_MS"))
   ),
   trustedProxies: Config.string("TRUSTED_PROXIES").pipe(
     Config.mapOrFail((text) =>

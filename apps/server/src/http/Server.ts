@@ -82,6 +82,7 @@ export interface ServeOptions {
 export const defaultEdge: PublicEdge.PublicEdge = {
   limits: { headTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: Number.POSITIVE_INFINITY },
   failedKeyLimit: 30,
+  failedKeyHoldMs: 5_000,
   trustedProxies: []
 }
 
@@ -130,7 +131,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
       tag: PublicAddress,
       connectionLimits: edge.limits,
       trustedProxies: edge.trustedProxies,
-      shortcut: RefusedAddresses.shortcut(edge.trustedProxies)
+      shortcut: RefusedAddresses.shortcut({ trusted: edge.trustedProxies, holdMs: edge.failedKeyHoldMs })
     })).pipe(Layer.provide(FailedKeys.layerWithPolicy({ limit: edge.failedKeyLimit, window: Duration.minutes(1) })))
     : Layer.empty
   const portalOptions = options.portal
