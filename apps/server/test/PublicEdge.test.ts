@@ -3,7 +3,9 @@
  * short configured deadlines: silent and slow connections are closed in
  * time, the connection budget refuses the excess while the internal port
  * keeps answering, and the failed-key limit per client address answers 429
- * without touching the database (trusted proxies only may name the address).
+ * without touching the database (trusted proxies only may name the address),
+ * holding its answers. The Integrations area's listener, which faces browsers,
+ * keeps the same deadlines and a budget of its own.
  */
 import { layer } from "@effect/vitest"
 import { expect } from "@effect/vitest"
@@ -11,7 +13,7 @@ import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { RawHttp } from "@crm-relay/testing"
 import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import * as Net from "node:net"
 import { defaultEdge } from "../src/http/Server.js"
 import type * as PublicEdge from "../src/config/PublicEdge.js"
@@ -21,12 +23,13 @@ import { adminRequest, layerServer, replica, start } from "./support/TestServer.
 const UNAUTHORIZED = { error: "The integration key is missing, invalid or disabled." }
 
 const edge = (overrides: Partial<PublicEdge.PublicEdge["limits"]> & Partial<Omit<PublicEdge.PublicEdge, "limits">> = {}): PublicEdge.PublicEdge => {
-  const { failedKeyHoldMs, failedKeyLimit, trustedProxies, ...limits } = overrides
+  const { failedKeyHoldMs, failedKeyLimit, portalMaxConnections, trustedProxies, ...limits } = overrides
   return {
     limits: { ...defaultEdge.limits, ...limits },
     failedKeyLimit: failedKeyLimit ?? defaultEdge.failedKeyLimit,
     // Answered at once unless a test is about the hold.
     failedKeyHoldMs: failedKeyHoldMs ?? 0,
+    portalMaxConnections: portalMaxConnections ?? defaultEdge.portalMaxConnections,
     trustedProxies: trustedProxies ?? defaultEdge.trustedProxies
   }
 }
@@ -69,6 +72,19 @@ const watch = (port: number, parts: ReadonlyArray<string | Buffer>, everyMs: num
       }, everyMs)
     })
   })
+
+/** `count` connections to `port` that send nothing, open for the scope. */
+const silentConnections = (port: number, count: number) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      Promise.all(Array.from({ length: count }, () =>
+        new Promise<Net.Socket>((resolve) => {
+          const socket = Net.connect({ port, host: "127.0.0.1" }, () => resolve(socket))
+          socket.on("error", () => undefined)
+        })))
+    ),
+    (sockets) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
+  )
 
 const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)) as unknown
 
@@ -163,17 +179,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("public port connection
       const port = portOf(server.public)
       const before = yield* counter(server.admin, "crm_relay_public_connections_refused_total")
       // Three silent connections hold the budget.
-      const held = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          Promise.all([0, 1, 2].map(() =>
-            new Promise<Net.Socket>((resolve) => {
-              const socket = Net.connect({ port, host: "127.0.0.1" }, () => resolve(socket))
-              socket.on("error", () => undefined)
-            })
-          ))
-        ),
-        (sockets) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
-      )
+      const held = yield* silentConnections(port, 3)
       // The kernel queues connections in order and Node accepts them in that order: these three are counted first.
       const refused = yield* watch(port, [performList("crk_x")], 0, 20_000)
       expect(refused.closed).toBe(true)
@@ -341,6 +347,59 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key tarpit", (i
       const later = yield* send(port, performList(BAD_KEY))
       expect(later.status).toBe(429)
       expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 4)
+    }))
+})
+
+/** A server with the Integrations area's listener, under `guards`. */
+const withPortal = (guards: PublicEdge.PublicEdge) =>
+  start(layerServer({ edge: guards, portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() } }))
+
+const sessionRequest = RawHttp.format("GET", "/api/session", [["Host", "portal.test"]])
+
+layer(TestDatabase.layer, { excludeTestServices: true })("Integrations area listener guards", (it) => {
+  it.scoped("it faces browsers: a silent connection is closed at the head deadline, a slow head is answered 400, an idle keep-alive is closed — and counted", () =>
+    Effect.gen(function*() {
+      const server = yield* withPortal(edge({ headTimeoutMs: 400, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 300 }))
+      const port = portOf(server.portal)
+      const before = yield* counter(server.admin, "crm_relay_portal_timeouts_total", "{phase=\"head\"}")
+      const silent = yield* watch(port, [], 0, 20_000)
+      expect(silent.closed).toBe(true)
+      expect(silent.afterMs).toBeGreaterThanOrEqual(350)
+      expect(silent.text).toBe("")
+      const head = "GET /api/session HTTP/1.1\r\nHost: portal.test\r\nX-Slow: " + "a".repeat(500)
+      const slow = yield* watch(port, head.split(""), 20, 20_000)
+      expect(slow.closed).toBe(true)
+      expect(slow.afterMs).toBeLessThan(head.length * 20)
+      expect(slow.text.startsWith("HTTP/1.1 400 ")).toBe(true)
+      expect(bodyOf(slow.text)).toEqual({ error: "The request did not arrive in time." })
+      expect(yield* counter(server.admin, "crm_relay_portal_timeouts_total", "{phase=\"head\"}")).toBe(before + 2)
+      const idle = yield* watch(port, [sessionRequest], 0, 20_000)
+      expect(idle.closed).toBe(true)
+      expect(idle.text.startsWith("HTTP/1.1 401 ")).toBe(true)
+      expect(idle.afterMs).toBeLessThan(4_500)
+    }))
+
+  it.scoped("past PORTAL_MAX_CONNECTIONS a connection is closed at once and counted; the held ones, the public port and the internal port keep working", () =>
+    Effect.gen(function*() {
+      const server = yield* withPortal(edge({ portalMaxConnections: 2, headTimeoutMs: 20_000, requestTimeoutMs: 30_000 }))
+      const port = portOf(server.portal)
+      const before = yield* counter(server.admin, "crm_relay_portal_connections_refused_total")
+      const held = yield* silentConnections(port, 2)
+      const refused = yield* watch(port, [sessionRequest], 0, 20_000)
+      expect(refused.closed).toBe(true)
+      expect(refused.text).toBe("")
+      expect(yield* counter(server.admin, "crm_relay_portal_connections_refused_total")).toBe(before + 1)
+      // The public port has its own budget.
+      expect((yield* send(portOf(server.public), performList("crk_x"))).status).toBe(401)
+      expect((yield* adminRequest(server.admin, "GET", "/v1/accounts")).status).toBe(200)
+      const answer = yield* Effect.async<string>((resume) => {
+        const socket = held[0]!
+        const chunks: Array<Buffer> = []
+        socket.on("data", (chunk) => chunks.push(chunk))
+        socket.on("close", () => resume(Effect.succeed(Buffer.concat(chunks).toString("latin1"))))
+        socket.write(RawHttp.format("GET", "/api/session", [["Host", "portal.test"], ["Connection", "close"]]))
+      })
+      expect(answer.startsWith("HTTP/1.1 401 ")).toBe(true)
     }))
 })
 
