@@ -241,6 +241,34 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
       expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 12)
     }))
 
+  it.scoped("a burst of concurrent invalid keys from one address, all past the cached verdict at once, costs at most FAILED_KEY_LIMIT + 1 counting queries", () =>
+    Effect.gen(function*() {
+      yield* resetCounts
+      const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5 }) }))
+      const port = portOf(server.public)
+      // Forty connections each send all of a request but its last byte, then the last bytes go out together.
+      const request = performList(BAD_KEY)
+      const sockets = yield* silentConnections(port, 40)
+      yield* Effect.promise(() => Promise.all(sockets.map((socket) => new Promise((written) => socket.write(request.subarray(0, -1), written)))))
+      const statuses = yield* Effect.promise(() =>
+        Promise.all(sockets.map((socket) =>
+          new Promise<number>((answered) => {
+            let text = ""
+            socket.on("data", (chunk) => {
+              text += chunk.toString("latin1")
+              if (text.includes("\r\n\r\n")) answered(Number(text.slice(9, 12)))
+            })
+            socket.write(request.subarray(-1))
+          })
+        ))
+      )
+      expect(statuses.filter((status) => status === 401)).toHaveLength(5)
+      expect(statuses.filter((status) => status === 429)).toHaveLength(35)
+      // Each counting query adds one: the failures past the sixth were refused by this replica's own count.
+      // (On PGlite, in-process, each query is answered before the next request is read: the burst needs PostgreSQL.)
+      expect(yield* failedKeyRows("127.0.0.1")).toBeLessThanOrEqual(6)
+    }))
+
   it.scoped("valid keys keep their own limit and count no failure; the failed-key count is shared by replicas of one database", () =>
     Effect.gen(function*() {
       yield* resetCounts
