@@ -133,8 +133,8 @@ export const table: ReadonlyArray<Setting> = [
   },
   {
     name: "PUBLIC_MAX_CONNECTIONS",
-    default: "open-file limit - PUBLIC_CONNECTION_RESERVE",
-    description: "Public port: most connections open at once; more are closed at once and counted. At most the open-file limit minus the reserve (both logged at start).",
+    default: "open-file limit - PUBLIC_CONNECTION_RESERVE - PORTAL_MAX_CONNECTIONS",
+    description: "Public port: most connections open at once; more are closed at once and counted. At most the open-file limit minus the reserve and the Integrations area's budget (all logged at start).",
     secret: false
   },
   {
