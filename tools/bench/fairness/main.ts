@@ -20,9 +20,10 @@
  * C push jobs queued first.
  *
  * For each queue: p50/p99 of both, the server's CPU per healthy outcome
- * (behind: with the silent backlog's work), the most requests the silent target held
- * open at once (the slots it took: 128 delivery slots, 10 push slots), and
- * the ratio of the healthy p99 behind over alone. Goal: p99 behind ≤
+ * (behind: with the silent backlog's work), the most requests the silent
+ * target held open at once (the slots it took: 128 delivery slots, 10 push
+ * slots), and the ratio of the healthy p99 behind over alone (medians over
+ * the rounds). Goal: p99 behind ≤
  * max(1 s, 3 × alone), and the silent target holding at most a quarter of
  * the slots.
  */
@@ -136,9 +137,15 @@ const latencies = (accepted: ReadonlyMap<string, number>, done: ReadonlyMap<stri
   return { p50: percentile(sorted, 50), p99: percentile(sorted, 99), done: sorted.length }
 }
 
+/** The median (of an even count, the mean of the middle two: with two rounds, neither round alone). */
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor((sorted.length - 1) / 2)] ?? Number.NaN
+  const middle = sorted.length / 2
+  return sorted.length === 0
+    ? Number.NaN
+    : sorted.length % 2 === 1
+    ? sorted[Math.floor(middle)]!
+    : (sorted[middle - 1]! + sorted[middle]!) / 2
 }
 
 /** Waits until `done` has every accepted call (five minutes at most). */
