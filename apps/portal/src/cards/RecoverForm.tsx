@@ -25,8 +25,8 @@ export const RecoverForm = ({ client, hook }: { readonly client: Client; readonl
     e.preventDefault()
     setBusy(true)
     setError(undefined)
-    const window = { since: new Date(since), ...(until === "" ? {} : { until: new Date(until) }) }
-    void run(client.hooks.recover({ path: { id: hook.id }, payload: window })).then((result) => {
+    const range = { since: new Date(since), ...(until === "" ? {} : { until: new Date(until) }) }
+    void run(client.hooks.recover({ path: { id: hook.id }, payload: range })).then((result) => {
       setBusy(false)
       if (!result.ok) return setError(result.error)
       setStarted(result.value)
