@@ -13,7 +13,7 @@ import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { RawHttp } from "@crm-relay/testing"
 import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { defaultEdge } from "../src/http/Server.js"
 import type * as PublicEdge from "../src/config/PublicEdge.js"
@@ -316,8 +316,8 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
     }))
 })
 
-/** Writes `first` on one keep-alive connection to `port`, then `second` after `gapMs`; when each answer began to arrive (ms after `first`) and the bytes. */
-const twoOnOneConnection = (port: number, first: Buffer, second: Buffer, gapMs: number) =>
+/** Writes `first` on one keep-alive connection to `port`, then `second` once `between` resolves; when each answer began to arrive (ms after `first`) and the bytes. */
+const twoOnOneConnection = (port: number, first: Buffer, second: Buffer, between: () => Promise<unknown>) =>
   Effect.async<{ readonly at: ReadonlyArray<number>; readonly text: string }>((resume) => {
     const socket = Net.connect({ port, host: "127.0.0.1" })
     const at: Array<number> = []
@@ -339,7 +339,7 @@ const twoOnOneConnection = (port: number, first: Buffer, second: Buffer, gapMs: 
     socket.on("connect", () => {
       started = performance.now()
       socket.write(first)
-      setTimeout(() => socket.write(second), gapMs)
+      void between().then(() => socket.write(second))
     })
   })
 
@@ -355,8 +355,13 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key tarpit", (i
       // The failure over the limit is counted (one query) and answered at once; it makes the address refused.
       expect((yield* send(port, performList(BAD_KEY))).status).toBe(429)
       const before = yield* counter(server.admin, "crm_relay_failed_key_refusals_total")
-      // The second request is written 200 ms after the first: read at once, it would be answered 200 ms after the first.
-      const seen = yield* twoOnOneConnection(port, keepAlive(BAD_KEY), keepAlive(BAD_KEY), 200)
+      // The second request is written once the first was refused (counted): read at once, it would be
+      // answered right after the first, not a hold later.
+      const firstRefused = Effect.repeat(counter(server.admin, "crm_relay_failed_key_refusals_total"), {
+        until: (count) => count > before,
+        schedule: Schedule.spaced("20 millis")
+      })
+      const seen = yield* twoOnOneConnection(port, keepAlive(BAD_KEY), keepAlive(BAD_KEY), () => Effect.runPromise(firstRefused))
       expect(seen.at).toHaveLength(2)
       expect(seen.at[0]!).toBeGreaterThanOrEqual(950)
       expect(seen.at[1]! - seen.at[0]!).toBeGreaterThanOrEqual(950)
