@@ -25,6 +25,51 @@ import * as Path from "node:path"
 const root = import.meta.dirname
 const outdir = Path.join(root, "dist")
 
+/**
+ * Packages whose index only re-exports their modules (`export * as Effect
+ * from "./Effect.js"`), and the few plain functions `effect` re-exports too.
+ */
+const barrels = ["effect", "@effect/platform", "@effect/cli", "@effect/sql"]
+const barrelFunctions: Record<string, string> = {
+  absurd: "effect/Function",
+  flow: "effect/Function",
+  hole: "effect/Function",
+  identity: "effect/Function",
+  pipe: "effect/Function",
+  unsafeCoerce: "effect/Function"
+}
+const barrelImport = new RegExp(`import\\s*\\{([^}]*)\\}\\s*from\\s*"(${barrels.join("|")})"`, "g")
+
+/**
+ * `import { Effect, Layer } from "effect"` becomes `import * as Effect from
+ * "effect/Effect"; ...`. With `splitting`, esbuild moves every module that a
+ * lazily loaded chunk uses and that a barrel statically imported elsewhere
+ * re-exports into the chunks that barrel's importers load up front: `--help`
+ * loaded all of effect the server uses, and `serve` the 3 MB API reference
+ * page. Deep imports keep each chunk to what it uses. Type-only imports are
+ * left alone (esbuild drops them).
+ */
+const deepImports: esbuild.Plugin = {
+  name: "deep-imports",
+  setup(build) {
+    build.onLoad({ filter: /\.ts$/ }, ({ path }) => {
+      if (path.includes(`${Path.sep}node_modules${Path.sep}`)) return undefined
+      const source = Fs.readFileSync(path, "utf8")
+      const contents = source.replace(barrelImport, (_, names: string, from: string) =>
+        names.split(",").map((name) => name.trim()).filter((name) => name !== "" && !name.startsWith("type "))
+          .map((name) => {
+            const [imported, local = imported] = name.split(/\s+as\s+/) as [string, string?]
+            const fn = from === "effect" ? barrelFunctions[imported] : undefined
+            return fn !== undefined
+              ? `import { ${imported} as ${local} } from "${fn}"`
+              : `import * as ${local} from "${from}/${imported}"`
+          })
+          .join("; "))
+      return { contents, loader: "ts" }
+    })
+  }
+}
+
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
 
@@ -38,6 +83,7 @@ const result = await esbuild.build({
   platform: "node",
   target: "node22",
   external,
+  plugins: [deepImports],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
   banner: { js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const require = __crmRelayRequire(import.meta.url);" },
   sourcemap: "linked",

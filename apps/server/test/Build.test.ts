@@ -8,13 +8,14 @@ interface Meta {
   readonly outputs: Record<string, {
     readonly imports: ReadonlyArray<{ readonly path: string; readonly kind: string; readonly external?: boolean }>
     readonly inputs: Record<string, unknown>
+    readonly entryPoint?: string
   }>
 }
 
 const meta = (): Meta => JSON.parse(readFileSync(join(dist, "meta.json"), "utf8")) as Meta
 
-/** Every output file and external module `dist/main.js` loads before any command runs (static imports only). */
-const loadedAtStart = (build: Meta) => {
+/** Every output file and external module `entry` loads before it runs (static imports only); `dist/main.js`: before any command runs. */
+const loadedAtStart = (build: Meta, entry = "dist/main.js") => {
   const files = new Set<string>()
   const externals = new Set<string>()
   const visit = (file: string) => {
@@ -26,7 +27,7 @@ const loadedAtStart = (build: Meta) => {
       else visit(imported.path)
     }
   }
-  visit("dist/main.js")
+  visit(entry)
   return { externals, inputs: [...files].flatMap((file) => Object.keys(build.outputs[file]?.inputs ?? {})) }
 }
 
@@ -40,6 +41,23 @@ describe("the build (dist/, made by nx build)", () => {
     for (const module of ["@electric-sql/pglite", "http", "node:http", "https", "node:https", "net", "node:net"]) {
       expect(externals.has(module)).toBe(false)
     }
+  })
+
+  it("\"Nothing imported for one command is loaded for another\": --help loads no YAML, TOML or INI parser, no fast-check, no API reference page", () => {
+    // A barrel import (`import { Effect } from "effect"`) once made every module some lazily loaded chunk used load up front.
+    const { inputs } = loadedAtStart(meta())
+    for (const unused of ["/node_modules/yaml/", "/node_modules/toml/", "/node_modules/ini/", "/fast-check/", "/internal/httpApiScalar.js"]) {
+      expect(inputs.filter((input) => input.includes(unused))).toEqual([])
+    }
+  })
+
+  it("serve loads the API reference page (3 MB of script) only when it is asked for", () => {
+    const build = meta()
+    const server = Object.entries(build.outputs).find(([, output]) => output.entryPoint === "src/http/Server.ts")?.[0]
+    expect(server).toBeDefined()
+    const { inputs } = loadedAtStart(build, server)
+    expect(inputs.filter((input) => input.endsWith("Server.ts"))).toHaveLength(1)
+    expect(inputs.filter((input) => input.includes("/internal/httpApiScalar.js") || input.includes("/fast-check/"))).toEqual([])
   })
 
   it("PGlite stays outside the bundle (its WebAssembly and data files are found next to its own module)", () => {

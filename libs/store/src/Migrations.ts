@@ -63,6 +63,21 @@ const resolve = (record: Readonly<Record<string, Migration>>): Effect.Effect<Rea
   })
 
 /**
+ * True when every migration of `pending` is recorded under its name: one
+ * read, no lock, no transaction (every start but the first). False when
+ * one is missing or named otherwise, or when the table does not exist yet
+ * (the full run then applies, or refuses, with the lock held).
+ */
+const allRecorded = (sql: SqlClient.SqlClient, pending: ReadonlyArray<Resolved>): Effect.Effect<boolean> =>
+  sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(TABLE)}`.pipe(
+    Effect.map((rows) => {
+      const recorded = new Map(rows.map((row) => [Number(row.id), row.name]))
+      return pending.every(({ id, name }) => recorded.get(id) === name)
+    }),
+    Effect.orElseSucceed(() => false)
+  )
+
+/**
  * Applies every pending migration of `record` (all of ours by default) and
  * returns the ones this call applied.
  */
@@ -72,6 +87,7 @@ export const run = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pending = yield* resolve(record)
+    if (yield* allRecorded(sql, pending)) return []
     const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`.${TABLE}`}))`
 
     yield* sql.withTransaction(

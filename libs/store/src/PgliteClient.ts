@@ -18,6 +18,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import type { PGlite, Results } from "@electric-sql/pglite"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
+import * as V8 from "node:v8"
 import { parserFor, prepareValue } from "./internal/valueTypes.js"
 import * as DataDirLock from "./DataDirLock.js"
 
@@ -138,6 +139,29 @@ export const make = (pglite: PGlite): Effect.Effect<PgliteClient, never, Reactiv
     })
   })
 
+/**
+ * V8 runs WebAssembly through its baseline compiler (Liftoff) and recompiles
+ * the functions it finds hot with TurboFan, in the background. For
+ * PostgreSQL's largest functions (the parser above all) that recompile cost
+ * about 0.5 s of CPU and 500 MiB of transient memory at every start, while
+ * our statements spend their time in JavaScript, not in PostgreSQL: Liftoff
+ * code only. The flags are process-wide and act on modules compiled after
+ * them; a process on PostgreSQL never sets them.
+ */
+const baselineWasmOnly = (): void => {
+  V8.setFlagsFromString("--no-wasm-tier-up")
+  V8.setFlagsFromString("--no-wasm-dynamic-tiering")
+}
+
+/**
+ * PGlite's defaults plus a shared buffer pool of 16 MB instead of
+ * PostgreSQL's 128 MB: PGlite touches the whole pool at start, and a
+ * single-session embedded database reads through the OS page cache anyway.
+ * Start parameters, not `postgresql.conf`: nothing is written to the data
+ * directory.
+ */
+const startParams = (defaults: ReadonlyArray<string>): Array<string> => [...defaults, "-c", "shared_buffers=16MB"]
+
 /** Opens PGlite in memory or in `dataDir` (taking its lock), closed with the scope. */
 export const open = (options: {
   readonly dataDir?: string | undefined
@@ -146,11 +170,13 @@ export const open = (options: {
   Effect.gen(function*() {
     if (options.dataDir !== undefined) yield* DataDirLock.acquire(options.dataDir)
     // Loaded only here: a process on PostgreSQL (or a CLI command that prints help) never loads PGlite.
+    baselineWasmOnly()
     const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
     return yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () =>
           PGlite.create({
+            startParams: startParams(PGlite.defaultStartParams),
             ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
             ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {})
           }),

@@ -1,6 +1,6 @@
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Layer, Option } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import * as Database from "../src/Database.js"
 import * as Migration from "../src/Migration.js"
 import * as Migrations from "../src/Migrations.js"
@@ -75,6 +75,34 @@ layer(TestDatabase.layer, { excludeTestServices: true })("Migrations", (it) => {
     Effect.gen(function*() {
       const error = yield* Migrations.run({ "0001_renamed": Migration.make([]) }).pipe(Effect.flip)
       expect(error).toMatchObject({ _tag: "MigrationError", reason: "bad-state" })
+    }))
+
+  it.effect("on PostgreSQL, a start on an up-to-date database reads what is applied and takes no lock (a replica holding it does not delay it)", () =>
+    Effect.gen(function*() {
+      const db = yield* TestDatabase.TestDatabase
+      if (db.kind !== "postgres") return
+      const sql = yield* SqlClient.SqlClient
+      const held = yield* Deferred.make<void>()
+      const done = yield* Deferred.make<void>()
+      // Another replica, in the middle of its run: it holds the migration lock until this test is done.
+      const other = yield* sql.withTransaction(
+        sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`.${Migrations.TABLE}`}))`.pipe(
+          Effect.zipRight(Deferred.succeed(held, undefined)),
+          Effect.zipRight(Deferred.await(done))
+        )
+      ).pipe(Effect.fork)
+      yield* Deferred.await(held)
+      const replica = Migrations.run().pipe(
+        Effect.provide(Database.layerPostgres({ url: Option.getOrThrow(db.url), poolSize: 1 }).pipe(Layer.fresh))
+      )
+      // Disconnected: a run stuck behind the lock cannot be interrupted until the lock is released, below.
+      const applied = yield* replica.pipe(
+        Effect.disconnect,
+        Effect.timeoutFail({ duration: "120 seconds", onTimeout: () => new Error("the run waited for the migration lock") }),
+        Effect.ensuring(Deferred.succeed(done, undefined))
+      )
+      yield* Fiber.join(other)
+      expect(applied).toEqual([])
     }))
 
   it.effect("on PostgreSQL, replicas migrating a fresh schema at once create everything exactly once", () =>

@@ -13,7 +13,8 @@
  * wall time (spawn → exit, or spawn → first 200), the CPU time it took (on a
  * busy machine the steadier figure), peak RSS (VmHWM; for the short runs
  * through /usr/bin/time when the machine has it), the RSS of the idle server
- * `--idle-ms` after it is ready, and the ratios to a bare Node start.
+ * `--idle-ms` after it is ready, the ratios to a bare Node start, and
+ * whether each case meets its goal (issue 9's table).
  * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead. The data directory and the schema are removed at the end.
  */
 import { Config, Console, Data, Duration, Effect, Option, Redacted } from "effect"
@@ -131,6 +132,30 @@ const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, Run
     }).pipe(Effect.ensuring(stop))
   })
 
+/** Issue 9's goals per case (wall time to exit or to the first /readyz 200; peak or idle RSS). */
+interface Goal {
+  readonly ms: number
+  readonly peakMiB?: number
+  readonly idleMiB?: number
+}
+const goals: Readonly<Record<string, Goal>> = {
+  "crm-relay --help": { ms: 350, peakMiB: 120 },
+  "serve → /readyz 200, embedded": { ms: 1000, idleMiB: 250 },
+  "serve → /readyz 200, PostgreSQL": { ms: 600, idleMiB: 110 }
+}
+
+/** `wall 412 ms ≤ 350: not met`, one per figure the goal names. */
+const goalLine = (name: string, goal: Goal, s: Omit<Sample, "cpuMs">): string => {
+  const check = (label: string, value: number, limit: number, unit: string) =>
+    `${label} ${fmt(value)} ${unit} ≤ ${limit}: ${Number.isNaN(value) ? "not measured" : value <= limit ? "met" : "NOT met"}`
+  const checks = [
+    check("wall", s.ms, goal.ms, "ms"),
+    ...(goal.peakMiB === undefined ? [] : [check("peak", s.peakMiB, goal.peakMiB, "MiB")]),
+    ...(goal.idleMiB === undefined ? [] : [check("idle", s.idleMiB, goal.idleMiB, "MiB")])
+  ]
+  return `goal ${name}: ${checks.join("; ")}`
+}
+
 const median = (values: ReadonlyArray<number>): number => {
   const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b)
   if (sorted.length === 0) return Number.NaN
@@ -208,6 +233,11 @@ const main = Effect.gen(function*() {
       yield* Console.log(`${name} / node -e 0: wall ${fmt(s.ms / bare.ms, 1)}×, CPU ${fmt(s.cpuMs / bare.cpuMs, 1)}×`)
     }
   }
+  for (const [name, s] of summary) {
+    const goal = goals[name]
+    if (goal !== undefined) yield* Console.log(goalLine(name, goal, s))
+  }
+  if (Option.isNone(postgres)) yield* Console.log("(no DATABASE_URL: the PostgreSQL case was not run)")
   if (!hasTime) yield* Console.log(`(no ${TIME}: no peak RSS for the runs that exit)`)
 })
 

@@ -17,6 +17,7 @@ import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Logging from "../observability/Logging.js"
 import * as Settings from "../config/Settings.js"
+import * as StartupMemory from "../observability/StartupMemory.js"
 import * as Tracing from "../observability/Tracing.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
@@ -28,7 +29,7 @@ const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
     const Server = yield* Effect.promise(() => import("../http/Server.js"))
-    return yield* Layer.launch(Server.layer(settings)).pipe(
+    return yield* Layer.launch(Server.layer(settings).pipe(Layer.tap(() => StartupMemory.releaseAfterStart))).pipe(
       Effect.provide(Tracing.fromSettings(settings.tracing)),
       Effect.provide(Logging.layer(settings.logLevel, "stdout"))
     )
