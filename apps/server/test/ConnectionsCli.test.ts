@@ -162,7 +162,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       expect(set.code).toBe(0)
       if (db.kind === "postgres") {
         // A replica with another MASTER_KEY than the one the stored keys are wrapped under refuses to start.
-        const wrong = yield* cli(["serve"], { ...env, PORT: "0", ADMIN_PORT: "0", MASTER_KEY: Redacted.value(Vault.generateMasterKey()) })
+        const wrong = yield* cli(["serve"], { ...env, PORT: "0", ADMIN_PORT: "0", PORTAL_PORT: "0", MASTER_KEY: Redacted.value(Vault.generateMasterKey()) })
         expect(wrong.code).toBe(1)
         expect(wrong.stderr).toContain("set MASTER_KEY (or MASTER_KEY_PREVIOUS) to the key it was created with")
       }

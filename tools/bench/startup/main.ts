@@ -109,7 +109,7 @@ const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, Run
     const adminPort = yield* freePort
     const started = performance.now()
     const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], {
-      env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", LOG_LEVEL: "Warning" },
+      env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", PORTAL_PORT: "0", LOG_LEVEL: "Warning" },
       stdio: ["ignore", "ignore", "pipe"]
     })
     let stderr = ""

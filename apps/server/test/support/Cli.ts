@@ -61,10 +61,15 @@ export interface ServeProcess {
   readonly terminate: Effect.Effect<number | null>
 }
 
+/**
+ * `crm-relay serve` with `env`; every listener on a free port unless `env` names one (the
+ * README walkthrough, run beside this suite, needs the default ports).
+ */
 export const serve = (env: Record<string, string>): Effect.Effect<ServeProcess, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], { env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+      const ports = { PORT: "0", ADMIN_PORT: "0", PORTAL_PORT: "0" }
+      const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], { env: childEnv({ ...ports, ...env }), stdio: ["ignore", "pipe", "pipe"] })
       let stdout = ""
       let stderr = ""
       child.stdout.on("data", (chunk) => (stdout += chunk))
