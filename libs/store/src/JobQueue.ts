@@ -70,6 +70,7 @@ import {
   FiberMap,
   Metric,
   MetricBoundaries,
+  MetricLabel,
   Option,
   type ParseResult,
   Queue,
@@ -714,6 +715,10 @@ export const run = <A, R>(
     const maxPerKey = Math.max(1, options.maxPerKey ?? defaultMaxPerKey(concurrency))
     const shares: ClaimShares | undefined = jobs.fairness === undefined ? undefined : { maxPerKey, running: perKey }
     const busyKeys = () => Array.from(perKey).filter(([, n]) => n >= maxPerKey).map(([key]) => key)
+    // A job that ends wakes the claimer only once its key has this much room (or the runner was full):
+    // a busy key's backlog is then claimed a few rows at a time, not one claim per job that ends. Other
+    // wake-ups (a notification, the next due time, the poll) claim whatever room there is at once.
+    const claimRoom = Math.max(1, Math.floor(maxPerKey / 4))
     let stopping = false
 
     // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
@@ -763,24 +768,20 @@ export const run = <A, R>(
         Effect.uninterruptible
       )
 
-    const counted = {
-      End: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.End),
-      Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
-      Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
-    }
-    const timed = {
-      End: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.End),
-      Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
-      Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
-    }
+    // The labels of each result, made once: a metric keeps one hook per label array it has seen, so
+    // updating with the same array costs no key hashing per job.
+    const labelsOf = (result: JobResult["_tag"]) => [
+      MetricLabel.make("queue", jobs.table),
+      MetricLabel.make("result", resultLabel[result])
+    ]
+    const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
     const clock = yield* Effect.clock
     const observe = (result: JobResult, started: bigint) =>
-      Effect.zipRight(
-        Metric.increment(counted[result._tag]),
-        Metric.update(timed[result._tag], Number(clock.unsafeCurrentTimeNanos() - started) / 1e9)
-      )
+      Effect.sync(() => {
+        const tags = labels[result._tag]
+        jobsRun.unsafeUpdate(1, tags)
+        jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
+      })
 
     // One span per attempt, in the trace that queued the job when the table stores it.
     const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
@@ -812,17 +813,15 @@ export const run = <A, R>(
           Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
         )
       }).pipe(
-        Effect.ensuring(Effect.zipRight(
-          Effect.sync(() => {
-            finishing.delete(job.id)
-            if (job.key !== undefined) {
-              const left = (perKey.get(job.key) ?? 1) - 1
-              if (left <= 0) perKey.delete(job.key)
-              else perKey.set(job.key, left)
-            }
-          }),
-          wakeUp.offer(void 0)
-        )),
+        Effect.ensuring(Effect.flatMap(FiberMap.size(running), (size) => {
+          finishing.delete(job.id)
+          if (job.key === undefined) return wakeUp.offer(void 0)
+          const left = (perKey.get(job.key) ?? 1) - 1
+          if (left <= 0) perKey.delete(job.key)
+          else perKey.set(job.key, left)
+          // This job is still counted in `size`: a full runner frees a slot another key may be waiting for.
+          return size >= concurrency || maxPerKey - left >= claimRoom ? wakeUp.offer(void 0) : Effect.void
+        })),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)
       )
