@@ -77,7 +77,7 @@ const runListening = <R>(
   Effect.gen(function*() {
     const probe = ListenProbe.make()
     const probed = Effect.map(Notifier, (notifier) =>
-      Notifier.of({ notify: notifier.notify, listen: (channel) => probe.tap(notifier.listen(channel)) }))
+      Notifier.of({ notify: notifier.notify, channel: notifier.channel, listen: (channel) => probe.tap(notifier.listen(channel)) }))
     const runner = yield* JobQueue.run(jobs, handler, options).pipe(Effect.provideServiceEffect(Notifier, probed), Effect.fork)
     yield* probe.hears(JobQueue.wake(jobs))
     return runner
