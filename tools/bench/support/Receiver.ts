@@ -8,18 +8,23 @@ import { Effect } from "effect"
 import * as Https from "node:https"
 import type { AddressInfo } from "node:net"
 
-/** First arrival time (performance.now()) per call id, and how many requests carried an already-seen webhook-id. */
+/**
+ * First arrival time (performance.now()) per call id, how many requests carried an already-seen
+ * webhook-id, and how many TLS connections were opened (a sender that keeps connections alive opens
+ * few; one per request would mean a handshake per delivery).
+ */
 export interface Arrivals {
   readonly byCall: Map<string, number>
   readonly webhookIds: Set<string>
   duplicates: number
   total: number
+  connections: number
 }
 
 /** The receiver for the scope: its arrivals and the subscription URL that reaches it. */
 export const startReceiver = (tls: Certificate.TlsMaterial) =>
   Effect.gen(function*() {
-    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0 }
+    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0, connections: 0 }
     const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, (request, response) => {
       const chunks: Array<Buffer> = []
       request.on("data", (chunk: Buffer) => chunks.push(chunk))
@@ -34,6 +39,9 @@ export const startReceiver = (tls: Certificate.TlsMaterial) =>
         response.writeHead(200, { "content-type": "application/json" })
         response.end("{}")
       })
+    })
+    server.on("secureConnection", () => {
+      arrivals.connections++
     })
     yield* Effect.acquireRelease(
       Effect.async<void>((resume) => {
