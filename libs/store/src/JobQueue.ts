@@ -895,6 +895,24 @@ export const run = <A, R>(
         yield* Effect.raceFirst(wakeUp.take, Effect.sleep(wait))
       })
 
+    // After a claim: the keys that got all the room they had may have due work left behind (a partial
+    // claim took everything else that was due; after a full one the next claim follows at once). Jobs of
+    // such a key that ended while the claim ran have not woken the claimer: wake it if they left room.
+    const noteSaturated = (heldBefore: ReadonlyMap<string, number>, got: ReadonlyMap<string, number>, partial: boolean) =>
+      Effect.suspend(() => {
+        if (partial) saturated.clear()
+        for (const key of new Set([...heldBefore.keys(), ...got.keys()])) {
+          if ((got.get(key) ?? 0) >= maxPerKey - (heldBefore.get(key) ?? 0)) saturated.add(key)
+        }
+        for (const key of saturated) {
+          if (maxPerKey - (perKey.get(key) ?? 0) >= claimRoom) {
+            saturated.delete(key)
+            return wakeUp.offer(void 0)
+          }
+        }
+        return Effect.void
+      })
+
     let failures = 0
     const backoff = Effect.suspend(() => Effect.sleep(Duration.millis(Math.min(250 * 2 ** Math.min(failures++, 7), 30_000))))
 
@@ -902,17 +920,20 @@ export const run = <A, R>(
       const free = concurrency - (yield* FiberMap.size(running))
       if (free <= 0) return yield* idle(false)
       const want = Math.min(free, batchSize)
+      // The room each key had for this claim (jobs of a key may end while it runs).
+      const heldBefore = new Map(perKey)
       const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
+      const got = new Map<string, number>()
       for (const job of claimed) {
         if (job.key !== undefined) {
-          const held = (perKey.get(job.key) ?? 0) + 1
-          perKey.set(job.key, held)
-          if (held >= maxPerKey) saturated.add(job.key)
+          perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
+          got.set(job.key, (got.get(job.key) ?? 0) + 1)
         }
         yield* FiberMap.run(running, job.id, runJob(job))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
+      if (shares !== undefined) yield* noteSaturated(heldBefore, got, claimed.length < want)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
       // wake-up (a notification, a job ending with room for a full key, a retry of this runner coming
       // due) claims again; only an empty claim looks for the next due time (one query fewer per wake-up
