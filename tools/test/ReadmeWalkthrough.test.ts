@@ -11,8 +11,9 @@ import { cloneLike, ROOT, runScript, shBlocks, shellEnv } from "./support/Shell.
 
 const README = Fs.readFileSync(Path.join(ROOT, "README.md"), "utf8")
 
-// The ports the README names: the bridge, the public Event API and the internal API.
-const PORTS = [8443, 8080, 8081]
+// The ports the README's walkthrough takes: the bridge, the public Event API, the internal API
+// and the Integrations area (`npm start` serves all three listeners).
+const PORTS = [8443, 8080, 8081, 8082]
 
 const isFree = (port: number) =>
   Effect.async<boolean>((resume) => {

@@ -8,31 +8,10 @@ import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Effect } from "effect"
-import type { Page } from "playwright-core"
-import { consoleErrors, launch, screenshot, seriousViolations } from "./support/Browser.js"
+import { launch, screenshot } from "./support/Browser.js"
+import { noSeriousViolations, promise, signedIn, WAIT, waitFor } from "./support/SignedIn.js"
 import { accountWithLink, admin, TENANT, TestReceiver, urls } from "./support/Stack.js"
 import * as Stack from "./support/Stack.js"
-
-/** Generous bound for a condition on a loaded machine (the delivery worker, the bridge, the browser). */
-const WAIT = { timeout: 120_000 }
-
-const promise = <A>(f: () => Promise<A>) => Effect.promise(f)
-
-/** A browser page signed in through a fresh link to a new account of `mode`. */
-const signedIn = (mode: "live" | "demo" | "sandbox" = "live", name?: string) =>
-  Effect.gen(function*() {
-    const account = yield* accountWithLink(mode, name)
-    const context = yield* launch()
-    const page = yield* promise(() => context.newPage())
-    const errors = consoleErrors(page)
-    yield* promise(() => page.goto(account.url))
-    yield* promise(() => page.getByRole("heading", { name: "Integrations", level: 1 }).waitFor(WAIT))
-    yield* promise(() => page.getByRole("heading", { name: "Webhooks and automation" }).waitFor(WAIT))
-    return { account, context, page, errors }
-  })
-
-const noSeriousViolations = (page: Page, selector: string) =>
-  Effect.map(promise(() => seriousViolations(page, selector)), (violations) => expect(violations).toEqual([]))
 
 layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations area in a browser", (it) => {
   it.scoped("Access: a single-use link logs in once and not twice; the session cookie is HttpOnly and SameSite=Strict; the page runs under the strict CSP without a refusal", () =>
@@ -269,12 +248,3 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations
       yield* promise(() => screenshot(page, "body", "phone"))
     }))
 })
-
-/** Resolves once `condition` holds (checked every 100 ms), rejects after the generous bound. */
-const waitFor = (condition: () => boolean): Promise<void> =>
-  new Promise((resolve, reject) => {
-    const deadline = Date.now() + WAIT.timeout
-    const check = () =>
-      condition() ? resolve() : Date.now() > deadline ? reject(new Error("condition not met in time")) : setTimeout(check, 100)
-    check()
-  })

@@ -9,11 +9,16 @@ import { PortalSessions } from "../src/http/portal/PortalSessions.js"
 import * as Bridge from "./support/ConnectionsServer.js"
 import { bridgeSide } from "./support/LoopbackEgress.js"
 import { adminRequest, type Answer, layerServer, request } from "./support/TestServer.js"
+import * as LogCapture from "./support/LogCapture.js"
+import { Eventually } from "@crm-relay/testing"
+
+/** The server's log lines, for the audit trail of the page's changes. */
+const capture = LogCapture.make()
 
 /** A server with its Integrations area on loopback (no built page needed: the API is what is tested). */
 const Live = layerServer({
   portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() }
-}).pipe(Layer.provideMerge(TestDatabase.layer))
+}).pipe(Layer.provide(capture.layer), Layer.provideMerge(TestDatabase.layer))
 
 const urls = Effect.map(Server.Listening, (l) => ({
   admin: l.internalApi.url,
@@ -176,6 +181,75 @@ layer(Live)("Integrations area API", (it) => {
       expect((yield* me.call("POST", "/api/session/logout")).status).toBe(204)
       expect((yield* me.call("GET", "/api/keys")).status).toBe(401)
     }))
+
+  it.effect("Hook lifecycle (issue 16: disabled \"with the reason shown\", \"re-enabling is one action\", recover refused for \"a recover window in the future or reversed\" and while disabled, \"nothing changed\"): each change needs the CSRF token, goes through the internal API's services and writes an audit line naming the session", () =>
+    Effect.gen(function*() {
+      const me = yield* session()
+      const hook = (yield* me.call("POST", "/api/hooks", { target_url: "https://hooks.example.com/lifecycle", event: "lead" })).json as { id: string }
+      const hooks = Effect.map(me.call("GET", "/api/hooks"), (a) => a.json as { hooks: Array<Record<string, unknown>>; removed: Array<Record<string, unknown>> })
+      expect((yield* hooks).hooks[0]).toMatchObject({ id: hook.id, state: "active", disabled_at: null, disabled_reason: null })
+
+      expect((yield* me.call("POST", `/api/hooks/${hook.id}/disable`, undefined, false)).status).toBe(403)
+      expect((yield* hooks).hooks[0]).toMatchObject({ state: "active" })
+      const disabled = yield* me.call("POST", `/api/hooks/${hook.id}/disable`)
+      expect([disabled.status, disabled.json]).toEqual([200, { id: hook.id, outcome: "disabled" }])
+      const shown = (yield* hooks).hooks[0]!
+      expect(shown).toMatchObject({ state: "disabled", disabled_reason: "Disabled in the Integrations area." })
+      expect(typeof shown["disabled_at"]).toBe("string")
+
+      const now = yield* Clock.currentTimeMillis
+      const since = new Date(now - 3_600_000).toISOString()
+      const whileDisabled = yield* me.call("POST", `/api/hooks/${hook.id}/recover`, { since })
+      expect([whileDisabled.status, whileDisabled.json]).toEqual([409, { error: `Subscription ${hook.id} is disabled; enable it first, then recover.` }])
+
+      const enabled = yield* me.call("POST", `/api/hooks/${hook.id}/enable`)
+      expect([enabled.status, enabled.json]).toEqual([200, { id: hook.id, outcome: "enabled" }])
+      expect((yield* hooks).hooks[0]).toMatchObject({ state: "active", disabled_at: null, disabled_reason: null })
+
+      const future = yield* me.call("POST", `/api/hooks/${hook.id}/recover`, { since: new Date(now + 3_600_000).toISOString() })
+      expect(future.status).toBe(400)
+      expect((future.json as { error: string }).error).toContain("is in the future")
+      const reversed = yield* me.call("POST", `/api/hooks/${hook.id}/recover`, { since, until: new Date(now - 7_200_000).toISOString() })
+      expect(reversed.status).toBe(400)
+      expect((reversed.json as { error: string }).error).toContain("The window is reversed")
+      expect((yield* me.call("POST", `/api/hooks/${hook.id}/recover`, { since }, false)).status).toBe(403)
+
+      const started = yield* me.call("POST", `/api/hooks/${hook.id}/recover`, { since })
+      expect(started.status).toBe(202)
+      const recovery = started.json as { id: string; status: string; total: number }
+      expect(recovery).toMatchObject({ subscription_id: hook.id, status: "running", total: 0 })
+      yield* Eventually.eventually(Effect.map(me.call("GET", `/api/recoveries/${recovery.id}`), (a) => (a.json as { status: string }).status === "done"))
+
+      // Another account's session sees none of it.
+      const theirs = yield* session()
+      for (const [method, path] of [
+        ["POST", `/api/hooks/${hook.id}/disable`],
+        ["POST", `/api/hooks/${hook.id}/enable`],
+        ["GET", `/api/recoveries/${recovery.id}`]
+      ] as const) {
+        expect([method, path, (yield* theirs.call(method, path)).status]).toEqual([method, path, 404])
+      }
+      expect((yield* theirs.call("POST", `/api/hooks/${hook.id}/recover`, { since })).status).toBe(404)
+
+      // Removed by hand: listed among the removed hooks, with why.
+      expect((yield* me.call("DELETE", `/api/hooks/${hook.id}`)).status).toBe(204)
+      const after = yield* hooks
+      expect(after.hooks).toEqual([])
+      expect(after.removed[0]).toMatchObject({ id: hook.id, state: "removed", removed_reason: "unsubscribed" })
+
+      const mine = (line: Record<string, unknown>) => line["subscription_id"] === hook.id && line["action"] !== "subscription.recovered"
+      yield* Eventually.eventually(Effect.map(LogCapture.ofKind(capture, "audit"), (lines) => lines.filter(mine).length === 5))
+      const audit = (yield* LogCapture.ofKind(capture, "audit")).filter(mine)
+      expect(audit.map((line) => line["action"])).toEqual([
+        "subscription.created",
+        "subscription.disabled",
+        "subscription.enabled",
+        "subscription.recovery_started",
+        "subscription.removed"
+      ])
+      for (const line of audit) expect(String(line["actor"])).toMatch(/^portal_session:/)
+      expect(audit[1]).toMatchObject({ account_id: me.accountId, reason: "Disabled in the Integrations area." })
+    }))
 })
 
 /** A server with its Integrations area whose egress reaches the reference bridge (real TLS on loopback). */
@@ -223,6 +297,7 @@ layer(WithBridge)("Integrations area: the CRM bridge card's conformance check", 
       const demo = yield* session("demo")
       expect((yield* demo.call("POST", path)).status).toBe(409)
     }))
+
 })
 
 describe("PortalSessions", () => {

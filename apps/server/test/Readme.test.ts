@@ -1,15 +1,37 @@
 import { describe, expect, it } from "@effect/vitest"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as Settings from "../src/config/Settings.js"
 import * as SettingsDoc from "../src/config/SettingsDoc.js"
 
-const readme = readFileSync(join(import.meta.dirname, "..", "..", "..", "README.md"), "utf8")
+const ROOT = join(import.meta.dirname, "..", "..", "..")
+const readme = readFileSync(join(ROOT, "README.md"), "utf8")
+
+/** The actions of every `Audit.record("…")` in the sources of the server and the libraries. */
+const recordedActions = (): ReadonlySet<string> => {
+  const actions = new Set<string>()
+  for (const folder of ["apps/server/src", "libs"]) {
+    for (const file of readdirSync(join(ROOT, folder), { recursive: true, encoding: "utf8" })) {
+      if (!file.endsWith(".ts") || file.includes("node_modules") || file.includes("/test/")) continue
+      for (const match of readFileSync(join(ROOT, folder, file), "utf8").matchAll(/Audit\.record\(\s*"([a-z_.]+)"/g)) actions.add(match[1]!)
+    }
+  }
+  return actions
+}
 
 describe("README", () => {
   it("its configuration table is the one the binary reads (run `npm run readme` when this fails)", () => {
     expect(readme).toContain(SettingsDoc.BEGIN)
     expect(SettingsDoc.withTable(readme, Settings.table)).toBe(readme)
+  })
+
+  it("the audit line's `action` row names every action the code records", () => {
+    const row = readme.split("\n").find((line) => line.startsWith("| `action` |"))
+    expect(row).toBeDefined()
+    const documented = new Set([...row!.matchAll(/`([a-z_]+\.[a-z_.]+)`/g)].map((match) => match[1]!))
+    const actions = recordedActions()
+    expect(actions.size).toBeGreaterThan(10)
+    expect([...actions].filter((action) => !documented.has(action))).toEqual([])
   })
 
   it("states the two commands: npm install && npm start, and npm test", () => {

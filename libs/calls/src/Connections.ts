@@ -389,6 +389,7 @@ export class Connections extends Effect.Service<Connections>()("@crm-relay/calls
         if (!removed) return yield* new ConnectionNotFound({ accountId, tenantId })
         yield* clients.forget(accountId, tenantId)
         yield* Effect.logInfo("Bridge connection removed").pipe(Effect.annotateLogs({ account_id: accountId, tenant_id: tenantId }))
+        yield* Audit.record("connection.removed", { account_id: accountId, tenant_id: tenantId })
       }),
 
       /**

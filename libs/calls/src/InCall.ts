@@ -20,7 +20,7 @@
  * A booking is reported only with a valid receipt that is confirmed and
  * echoes the exact requested instants (Operation rule 5, checked by the
  * client); anything else is `ok: false`. The request and answer Schemas
- * below are the in-call API's (server and clients use them).
+ * are the in-call API's, described in `@crm-relay/contract/InCall`.
  */
 import {
   type AppointmentInput,
@@ -35,32 +35,14 @@ import {
 import { Operations } from "@crm-relay/contract"
 import { Clock, Duration, Effect, Option } from "effect"
 import { AccountNotFound, Connections } from "./Connections.js"
-import {
+import type {
   AppointmentAnswer,
-  AppointmentRequest,
   AvailabilityAnswer,
-  AvailabilityRequest,
   ContactsSearchAnswer,
-  ContactsSearchRequest,
   ContactsUpsertAnswer,
-  ContactsUpsertRequest,
   Failure,
   Reason
 } from "@crm-relay/contract/InCall"
-
-/** Described in the contract, where the internal API takes it. */
-export {
-  AppointmentAnswer,
-  AppointmentRequest,
-  AvailabilityAnswer,
-  AvailabilityRequest,
-  ContactsSearchAnswer,
-  ContactsSearchRequest,
-  ContactsUpsertAnswer,
-  ContactsUpsertRequest,
-  Failure,
-  Reason
-}
 
 const failed = (reason: Reason, message: string): Failure => ({ ok: false, reason, message })
 

@@ -2,7 +2,8 @@ import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Operations } from "@crm-relay/contract"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
-import { Effect, Exit, Option, Redacted } from "effect"
+import { Audit } from "@crm-relay/store"
+import { Effect, Exit, HashMap, Logger, Option, Redacted } from "effect"
 import { Connections } from "../src/Connections.js"
 import * as Harness from "./ConnectionsHarness.js"
 
@@ -194,6 +195,32 @@ layer(Harness.ConnectionsLive)("Connections", (it) => {
       expect(yield* sql`SELECT id FROM vault_secrets WHERE id = ${first!.secret_id}`).toEqual([])
       const found = Option.getOrThrow(yield* connections.find(id, Harness.TENANT.tenantId))
       expect([found.connection.version, found.connection.transport.kind, found.connection.auth.type]).toEqual([2, "mcp", "oauth"])
+    }))
+
+  it.effect("removing a connection deletes its sealed secret and writes one audit line naming who removed it", () =>
+    Effect.gen(function*() {
+      yield* Harness.resetBridge
+      const sql = yield* SqlClient.SqlClient
+      const bridge = yield* ReferenceBridge.ReferenceBridge
+      const connections = yield* Connections
+      const { id } = yield* Harness.account("live")
+      yield* connections.set(id, Harness.TENANT.tenantId, Harness.settings(bridge, { transport: "rest", auth: "api_key" }))
+      const [stored] = yield* sql<{ secret_id: string }>`SELECT secret_id FROM connections WHERE account_id = ${id}`
+
+      const audit: Array<Record<string, unknown>> = []
+      const collect = Logger.make(({ annotations }) => {
+        const line = Object.fromEntries(HashMap.toEntries(annotations))
+        if (line["log"] === "audit") audit.push(line)
+      })
+      yield* connections.remove(id, Harness.TENANT.tenantId).pipe(
+        Audit.actingAs({ actor: "admin_token", accountId: id }),
+        Effect.provide(Logger.replace(Logger.defaultLogger, collect))
+      )
+      expect(yield* connectionCount(id)).toBe(0)
+      expect(yield* sql`SELECT id FROM vault_secrets WHERE id = ${stored!.secret_id}`).toEqual([])
+      expect(audit).toEqual([
+        { log: "audit", action: "connection.removed", actor: "admin_token", account_id: id, tenant_id: Harness.TENANT.tenantId }
+      ])
     }))
 
   it.effect("connections test re-runs the capabilities check on the stored connection and stores what it answers", () =>

@@ -16,6 +16,13 @@ import { Context, Schema } from "effect"
 import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
 import { Report as ConformanceReport } from "./Conformance.js"
 import { CapabilitiesResponse } from "./Operations.js"
+import {
+  RecoverRequest,
+  RecoveryView,
+  SubscriptionDisabled,
+  SubscriptionState,
+  ToggleAnswer
+} from "./InternalApi/SubscriptionLifecycleApi.js"
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "crm_relay_portal"
@@ -135,16 +142,37 @@ export class KeysGroup extends HttpApiGroup.make("keys")
 // Hooks (subscriptions) and the signing secret
 // ---------------------------------------------------------------------------
 
-/** A hook: every active subscription of the account. */
+/**
+ * A hook (a subscription of the account) and where it stands: `active`,
+ * `failing` (every attempt has failed since `failing_since`), `disabled`
+ * (when and why: after days of failures, by the operator or in this page),
+ * or `removed` (when and why: `gone` when the receiver answered 410 Gone,
+ * `unsubscribed` when it was removed through the Event API, the operator
+ * or this page).
+ */
 export const HookView = Schema.Struct({
   id: Schema.String,
   target_url: Schema.String,
   event: Schema.String,
   created_at: Schema.String,
   /** The key that subscribed it; null when it was added by hand in this page. */
-  created_by_key: Schema.NullOr(Schema.Struct({ id: Schema.String, label: Schema.NullOr(Schema.String), last_four: Schema.NullOr(Schema.String) }))
+  created_by_key: Schema.NullOr(Schema.Struct({ id: Schema.String, label: Schema.NullOr(Schema.String), last_four: Schema.NullOr(Schema.String) })),
+  state: SubscriptionState,
+  failing_since: Schema.NullOr(Schema.String),
+  disabled_at: Schema.NullOr(Schema.String),
+  /** Why, in one sentence (an automatic disable names the last failure). */
+  disabled_reason: Schema.NullOr(Schema.String),
+  removed_at: Schema.NullOr(Schema.String),
+  removed_reason: Schema.NullOr(Schema.Literal("gone", "unsubscribed"))
 }).annotations({ identifier: "PortalHook" })
 export type HookView = typeof HookView.Type
+
+/** GET /api/hooks: the hooks that receive events (disabled ones included), and the latest removed ones, newest first. */
+export const HookList = Schema.Struct({
+  hooks: Schema.Array(HookView),
+  removed: Schema.Array(HookView)
+}).annotations({ identifier: "PortalHookList" })
+export type HookList = typeof HookList.Type
 
 export const CreateHookRequest = Schema.Struct({
   target_url: Schema.Trim.pipe(Schema.minLength(1, { message: () => "The target URL is required." })),
@@ -154,15 +182,47 @@ export const CreateHookRequest = Schema.Struct({
 /** A test event was queued for the hook: watch its delivery. */
 export const TestSent = Schema.Struct({ delivery_id: Schema.String }).annotations({ identifier: "PortalTestSent" })
 
+/** Disable, enable and recover answer as on the internal API (one description of each payload). */
+export { RecoverRequest, RecoveryView, SubscriptionDisabled, ToggleAnswer }
+
 const hookPath = Schema.Struct({ id: Schema.String })
 
 export class HooksGroup extends HttpApiGroup.make("hooks")
-  .add(HttpApiEndpoint.get("list", "/api/hooks").addSuccess(Schema.Struct({ hooks: Schema.Array(HookView) })))
+  .add(HttpApiEndpoint.get("list", "/api/hooks").addSuccess(HookList))
   .add(
     HttpApiEndpoint.post("create", "/api/hooks").setPayload(CreateHookRequest).addSuccess(HookView, { status: 201 }).addError(BadRequest.wire)
   )
   .add(HttpApiEndpoint.del("remove", "/api/hooks/:id").setPath(hookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire))
   .add(HttpApiEndpoint.post("test", "/api/hooks/:id/test").setPath(hookPath).addSuccess(TestSent, { status: 202 }).addError(NotFound.wire))
+  .add(
+    HttpApiEndpoint.post("disable", "/api/hooks/:id/disable")
+      .setPath(hookPath)
+      .addSuccess(ToggleAnswer)
+      .addError(NotFound.wire)
+      .annotate(OpenApi.Description, "Stops deliveries to the hook (its waiting deliveries end as `disabled`); it is kept, to enable again.")
+  )
+  .add(
+    HttpApiEndpoint.post("enable", "/api/hooks/:id/enable")
+      .setPath(hookPath)
+      .addSuccess(ToggleAnswer)
+      .addError(NotFound.wire)
+      .annotate(OpenApi.Description, "Delivers new events to a disabled hook again; its failure clock starts afresh.")
+  )
+  .add(
+    HttpApiEndpoint.post("recover", "/api/hooks/:id/recover")
+      .setPath(hookPath)
+      .setPayload(RecoverRequest)
+      .addSuccess(RecoveryView, { status: 202 })
+      .addError(BadRequest.wire)
+      .addError(NotFound.wire)
+      .addError(SubscriptionDisabled.wire)
+      .annotate(
+        OpenApi.Description,
+        "Sends again every failed or ended delivery of the hook created from `since` to `until` (default now), in the background; " +
+          "follow it with GET /api/recoveries/{id}. 400 for a window in the future or reversed, 409 while the hook is disabled."
+      )
+  )
+  .add(HttpApiEndpoint.get("recovery", "/api/recoveries/:id").setPath(hookPath).addSuccess(RecoveryView).addError(NotFound.wire))
   .middleware(PortalAuth)
 {}
 
@@ -305,6 +365,8 @@ export const DeliveryView = Schema.Struct({
   last_duration_ms: Schema.NullOr(Schema.Int),
   last_error_class: Schema.NullOr(Schema.String),
   last_error: Schema.NullOr(Schema.String),
+  /** Why an `ended` delivery ended: `gone` (the receiver answered 410 Gone), `aborted` (abort-message) or `disabled`. */
+  end_reason: Schema.NullOr(Schema.Literal("gone", "aborted", "disabled")),
   test: Schema.Boolean
 }).annotations({ identifier: "PortalDelivery" })
 export type DeliveryView = typeof DeliveryView.Type

@@ -2,6 +2,7 @@
  * Loopback TLS material for tests and the demo: a throwaway certificate
  * authority and a server certificate it signed.
  */
+import { randomUUID } from "node:crypto"
 import { Data, Effect } from "effect"
 import { generate } from "selfsigned"
 
@@ -50,7 +51,8 @@ const withNewline = (pem: string): string => (pem.endsWith("\n") ? pem : `${pem}
 export const generateAuthority = (options: Validity = {}): Effect.Effect<CertificateAuthority, CertificateError> =>
   Effect.tryPromise({
     try: async () => {
-      const ca = await generate([{ name: "commonName", value: "crm-relay test CA" }], {
+      // Each CA its own subject: a client trusting two CAs picks the issuer by subject name.
+      const ca = await generate([{ name: "commonName", value: `crm-relay test CA ${randomUUID()}` }], {
         keyType: "ec",
         curve: "P-256",
         algorithm: "sha256",

@@ -46,4 +46,16 @@ describe("Certificate", () => {
       const wrongName = yield* Effect.flip(get(port, { ca: material.ca, servername: "evil.example" }))
       expect(wrongName.message).toMatch(/altnames|does not match/i)
     }).pipe(Effect.scoped))
+
+  it.live("two test CAs trusted together each verify their own server (every CA has its own subject)", () =>
+    Effect.gen(function*() {
+      const first = yield* generateTlsMaterial()
+      const second = yield* generateTlsMaterial()
+      const both = [first.ca, second.ca]
+      for (const material of [first, second]) {
+        const server = yield* serve(material)
+        const port = (server.address() as AddressInfo).port
+        expect(yield* get(port, { ca: both, servername: "localhost" })).toBe("ok")
+      }
+    }).pipe(Effect.scoped))
 })

@@ -12,18 +12,15 @@
  * the only duplicates are the same webhook-id received again (at-least-once
  * across a kill): those are counted and printed. Exit code 1 otherwise.
  */
-import { Certificate } from "@crm-relay/testing"
+import type { Certificate } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Config, Console, Duration, Effect, Exit, Fiber, Option } from "effect"
+import { Console, Duration, Effect, Exit, Fiber, Option } from "effect"
 import { randomBytes } from "node:crypto"
-import * as Fs from "node:fs"
-import * as Https from "node:https"
-import type { AddressInfo } from "node:net"
-import * as Os from "node:os"
-import * as Path from "node:path"
 import * as Argv from "../support/Argv.js"
-import { freshSchema } from "../support/BenchDatabase.js"
 import { jsonClient } from "../support/Http.js"
+import { listen, readBody } from "../support/HttpsListener.js"
+import * as LoopbackRun from "../support/LoopbackRun.js"
+import { leadOutcome } from "../support/Receiver.js"
 import { runMain } from "../support/runMain.js"
 import { serve } from "../support/ServerProcess.js"
 
@@ -42,45 +39,23 @@ interface Seen {
 const startReceiver = (tls: Certificate.TlsMaterial) =>
   Effect.gen(function*() {
     const seen: Seen = { idsByCall: new Map(), requestsById: new Map(), total: 0 }
-    const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, (request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
+    const listener = yield* listen(tls, (request, response) =>
+      readBody(request, (body) => {
         seen.total++
         const id = String(request.headers["webhook-id"] ?? "")
-        const callId = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { call_id: string }).call_id
+        const callId = (JSON.parse(body) as { call_id: string }).call_id
         const ids = seen.idsByCall.get(callId) ?? new Set<string>()
         ids.add(id)
         seen.idsByCall.set(callId, ids)
         seen.requestsById.set(id, (seen.requestsById.get(id) ?? 0) + 1)
         response.writeHead(200, { "content-type": "application/json" })
         response.end("{}")
-      })
-    })
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        server.listen(0, "127.0.0.1", () => resume(Effect.void))
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
-    return { seen, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/soak` }
+      }))
+    return { seen, url: `https://127.0.0.1:${listener.port}/hooks/soak` }
   })
 
 const main = Effect.gen(function*() {
-  const base = yield* Config.option(Config.redacted("DATABASE_URL"))
-  if (Option.isNone(base)) return yield* Console.error("Set DATABASE_URL to a PostgreSQL database: the soak runs on real PostgreSQL.")
-  const database = yield* freshSchema(base.value)
-  const tls = yield* Effect.orDie(Certificate.generateTlsMaterial())
-  const runDir = yield* Effect.acquireRelease(
-    Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-soak-"))),
-    (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
-  )
-  const caFile = Path.join(runDir, "receiver-ca.pem")
-  Fs.writeFileSync(caFile, tls.ca)
+  const { database, serverEnv, tls } = yield* LoopbackRun.prepare("soak")
   const receiver = yield* startReceiver(tls)
   const adminToken = randomBytes(24).toString("hex")
   const masterKey = randomBytes(32).toString("base64")
@@ -93,26 +68,16 @@ const main = Effect.gen(function*() {
       cpuProfileDir: undefined,
       stdout: "ignore",
       logLevel: "Error",
-      env: { ROLE: role, EGRESS_ALLOW_PRIVATE: "127.0.0.1/32", NODE_EXTRA_CA_CERTS: caFile },
+      env: { ROLE: role, ...serverEnv },
       stopWithin: "20 seconds"
     })
   const call = yield* jsonClient(connections)
-  yield* Console.log(`PostgreSQL ${database.version}; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`)
+  yield* Console.log(`PostgreSQL ${database.version}; load average ${LoopbackRun.loadAverage()}`)
 
   const api = yield* server("api")
-  const account = yield* call("POST", `${api.adminUrl}/v1/accounts`, adminToken, { name: "soak", mode: "live" })
-  const accountId = String(account["id"])
-  const key = yield* call("POST", `${api.adminUrl}/v1/accounts/${accountId}/keys`, adminToken)
-  yield* call("POST", `${api.publicUrl}/subscribe`, String(key["key"]), { targetUrl: receiver.url, event: "lead" })
-  const body = {
-    account_id: accountId,
-    tenant_id: "soak-tenant",
-    classification: "lead",
-    source: "Soak (phone)",
-    tags: ["soak"],
-    caller: { full_name: "Ada Lovelace", first_name: "Ada", last_name: "Lovelace", phones: ["+1 555 0100"], emails: [], address: "1 Analytical Way", postal_code: "02139" },
-    lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "high" }
-  }
+  const account = yield* LoopbackRun.liveAccount(call, api, adminToken, "soak")
+  yield* LoopbackRun.subscribeLeads(call, api, account.key, receiver.url)
+  const body = leadOutcome(account.id, "soak-tenant")
 
   // Outcomes arrive all along, while the worker is killed and started again.
   const posting = yield* Effect.forEach(

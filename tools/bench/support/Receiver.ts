@@ -5,8 +5,7 @@
  */
 import type { Certificate } from "@crm-relay/testing"
 import { Effect } from "effect"
-import * as Https from "node:https"
-import type { AddressInfo } from "node:net"
+import { listen, readBody } from "./HttpsListener.js"
 
 /**
  * First arrival time (performance.now()) per call id, how many requests carried an already-seen
@@ -25,45 +24,31 @@ export interface Arrivals {
 export const startReceiver = (tls: Certificate.TlsMaterial) =>
   Effect.gen(function*() {
     const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0, connections: 0 }
-    const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, (request, response) => {
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("end", () => {
+    const listener = yield* listen(tls, (request, response) =>
+      readBody(request, (body) => {
         const at = performance.now()
         arrivals.total++
         const id = String(request.headers["webhook-id"] ?? "")
         if (arrivals.webhookIds.has(id)) arrivals.duplicates++
         arrivals.webhookIds.add(id)
-        const callId = (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { call_id: string }).call_id
+        const callId = (JSON.parse(body) as { call_id: string }).call_id
         if (!arrivals.byCall.has(callId)) arrivals.byCall.set(callId, at)
         response.writeHead(200, { "content-type": "application/json" })
         response.end("{}")
-      })
-    })
-    server.on("secureConnection", () => {
+      }), () => {
       arrivals.connections++
     })
-    yield* Effect.acquireRelease(
-      Effect.async<void>((resume) => {
-        server.listen(0, "127.0.0.1", () => resume(Effect.void))
-      }),
-      () =>
-        Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    )
-    return { arrivals, url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/bench?source=bench` }
+    return { arrivals, url: `https://127.0.0.1:${listener.port}/hooks/bench?source=bench` }
   })
 
 /** The `p`-th percentile of ascending `sorted` (NaN when empty). */
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 
-/** A call outcome of `accountId` classified as a lead: one delivery per lead subscription. */
-export const leadOutcome = (accountId: string): Record<string, unknown> => ({
+/** A call outcome of `accountId` classified as a lead: one delivery per lead subscription, a CRM push to `tenantId`'s bridge. */
+export const leadOutcome = (accountId: string, tenantId = "bench-tenant"): Record<string, unknown> => ({
   account_id: accountId,
-  tenant_id: "bench-tenant",
+  tenant_id: tenantId,
   classification: "lead",
   source: "Bench Receptionist (phone)",
   tags: ["bench"],

@@ -35,6 +35,24 @@ const copyEntries = (source: string, target: string): void => {
   }
 }
 
+// Installed entries that point back into the workspace (the workspace packages and the bins,
+// all relative links): copied as links, so that they resolve to this folder's projects.
+const WORKSPACE_LINKS = new Set([".bin", "@crm-relay"])
+
+/**
+ * `target` as a real `node_modules` folder: third-party packages linked to the
+ * installed ones, but the workspace's own packages and bins resolving inside
+ * the clone-like folder, as after `npm install` in a clone (the `crm-relay`
+ * bin runs this folder's build, not the repository's).
+ */
+const linkInstalled = (source: string, target: string): void => {
+  Fs.mkdirSync(target)
+  for (const entry of Fs.readdirSync(source)) {
+    if (WORKSPACE_LINKS.has(entry)) Fs.cpSync(Path.join(source, entry), Path.join(target, entry), { recursive: true, verbatimSymlinks: true })
+    else Fs.symlinkSync(Path.join(source, entry), Path.join(target, entry))
+  }
+}
+
 /**
  * A temporary directory that looks like a fresh clone: every top-level entry
  * of the repository linked in, but the projects' folders real (their entries
@@ -47,7 +65,9 @@ export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Sc
       for (const entry of Fs.readdirSync(ROOT)) {
         if (LEFT_OUT.has(entry)) continue
         const source = Path.join(ROOT, entry)
-        if (PROJECT_FOLDERS.has(entry)) {
+        if (entry === "node_modules") {
+          linkInstalled(source, Path.join(dir, entry))
+        } else if (PROJECT_FOLDERS.has(entry)) {
           Fs.mkdirSync(Path.join(dir, entry))
           for (const project of Fs.readdirSync(source)) copyEntries(Path.join(source, project), Path.join(dir, entry, project))
         } else if (WORKSPACE_PROJECTS.has(entry)) {
@@ -61,11 +81,14 @@ export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Sc
     (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
   )
 
-/** The environment of a fresh shell: no database URL, no npm or test variables of this process. */
+/**
+ * The environment of a fresh shell: no database URL, no npm, Nx or test variables of this
+ * process (an Nx task's variables would point the walkthrough's own `nx` at this workspace).
+ */
 export const shellEnv = (extra: Record<string, string> = {}): Record<string, string> => {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || /^(npm_|INIT_CWD$|DATABASE_URL$|VITEST|NODE_OPTIONS$|NODE_EXTRA_CA_CERTS$|EGRESS_)/.test(name)) continue
+    if (value === undefined || /^(npm_|INIT_CWD$|DATABASE_URL$|VITEST|NODE_OPTIONS$|NODE_EXTRA_CA_CERTS$|EGRESS_|NX_|FORCE_COLOR$)/.test(name)) continue
     env[name] = value
   }
   // npm scripts and npx use the project's Node (the `node` devDependency), as README promises.
@@ -102,9 +125,11 @@ const stopGroup = (pid: number, graceMs: number) =>
 
 /**
  * Runs `script` with `bash -e -o pipefail` in `cwd`; resolves when bash exits
- * (background jobs keep running, and keep writing to `output`, until the scope closes).
+ * (background jobs keep running, and keep writing to `output`, until the scope closes),
+ * or with code `null` when it is still running after `deadlineMs`: a hung script then
+ * fails its test with what it printed, not with a bare test timeout.
  */
-export const runScript = (script: string, cwd: string, env: Record<string, string>) =>
+export const runScript = (script: string, cwd: string, env: Record<string, string>, deadlineMs = 600_000) =>
   Effect.gen(function*() {
     const output = { text: "" }
     const child = yield* Effect.acquireRelease(
@@ -121,10 +146,20 @@ export const runScript = (script: string, cwd: string, env: Record<string, strin
       }),
       (child) => stopGroup(child.pid!, 30_000)
     )
-    const code = yield* Effect.async<number | null>((resume) => {
+    const exited = Effect.async<number | null>((resume) => {
       if (child.exitCode !== null) return resume(Effect.succeed(child.exitCode))
       child.once("exit", (code) => resume(Effect.succeed(code)))
     })
+    const code = yield* exited.pipe(
+      Effect.timeoutTo({
+        duration: deadlineMs,
+        onSuccess: (code) => code,
+        onTimeout: () => {
+          output.text += `\n--- still running after ${deadlineMs / 1000} s: stopped\n`
+          return null
+        }
+      })
+    )
     return { code, output: () => output.text, pid: child.pid! }
   })
 

@@ -6,6 +6,7 @@
  */
 import { useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
+import { endedAs } from "../ui/endReason.js"
 import { Status } from "../ui/Status.js"
 import { Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
@@ -14,7 +15,7 @@ import { PushesList } from "./PushesList.js"
 
 const LIVE_MS = 3000
 
-type StatusFilter = "" | "pending" | "delivered" | "failed"
+type StatusFilter = "" | "pending" | "delivered" | "failed" | "ended"
 type EventFilter = "" | "lead" | "booking"
 
 const lastResult = (d: PortalApi.DeliveryView) =>
@@ -44,6 +45,7 @@ export const ActivityCard = ({ client }: { readonly client: Client }) => {
           <option value="pending">pending</option>
           <option value="delivered">delivered</option>
           <option value="failed">failed</option>
+          <option value="ended">ended (gone, aborted, disabled)</option>
         </select>
         <label htmlFor="f-event">Event</label>
         <select id="f-event" value={event} onChange={(e) => setEvent(e.target.value as EventFilter)}>
@@ -75,7 +77,10 @@ export const ActivityCard = ({ client }: { readonly client: Client }) => {
                   <td>{d.event}{d.test && <span className="tag">test</span>}</td>
                   <td><code>{d.call_id}</code></td>
                   <td>{d.target_host}</td>
-                  <td><span className={`badge ${d.status}`}>{d.status}</span></td>
+                  <td>
+                    <span className={`badge ${d.status}`}>{d.status}</span>
+                    {d.end_reason !== null && <div className="hint" data-testid="end-reason">{endedAs(d.end_reason)}</div>}
+                  </td>
                   <td>{d.attempts}</td>
                   <td>{lastResult(d)}</td>
                   <td>{d.last_duration_ms === null ? "—" : `${d.last_duration_ms} ms`}</td>

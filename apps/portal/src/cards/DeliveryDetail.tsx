@@ -1,6 +1,7 @@
 /** One delivery: its payload exactly as sent, every attempt, and replay. */
 import { useState } from "react"
 import { type Client, run } from "../api.js"
+import { endedAs } from "../ui/endReason.js"
 import { Status } from "../ui/Status.js"
 import { Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
@@ -27,7 +28,8 @@ export const DeliveryDetail = ({ client, id, onReplayed }: { readonly client: Cl
       {d !== undefined && (
         <>
           <p>
-            <strong>{d.event}</strong> for call <code>{d.call_id}</code> to <code className="url">{d.target}</code>: {d.status}
+            <strong>{d.event}</strong> for call <code>{d.call_id}</code> to <code className="url">{d.target}</code>:{" "}
+            {d.end_reason !== null ? endedAs(d.end_reason) : d.status}
             {d.last_error !== null && <> — {d.last_error}</>}
           </p>
           {d.status !== "pending" && <button type="button" onClick={replay}>Replay</button>}
@@ -38,7 +40,7 @@ export const DeliveryDetail = ({ client, id, onReplayed }: { readonly client: Cl
               <ol>
                 {d.attempt_log.map((a) => (
                   <li key={a.attempt + a.at}>
-                    <Time at={a.at} />: {a.result}
+                    <Time at={a.at} />: {a.result === "ended" ? endedAs(a.error_class) ?? "ended" : a.result}
                     {a.status_code !== null && <>, HTTP {a.status_code}</>}, {a.duration_ms} ms
                     {a.error !== null && <> — {a.error}</>}
                   </li>

@@ -1,10 +1,14 @@
 /**
  * Hooks: every subscription of the account (target, event, created, which
- * key made it), add one by hand, remove one, and send a test event to one
- * and watch its delivery's result appear.
+ * key made it, where it stands), add one by hand, remove one, send a test
+ * event to one and watch its delivery's result appear; disable or enable
+ * one in one click, recover what it missed; and the hooks removed lately.
  */
 import { type FormEvent, useEffect, useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
+import { HookState } from "./HookState.js"
+import { RecoverForm } from "./RecoverForm.js"
+import { RemovedHooks } from "./RemovedHooks.js"
 import { Status } from "../ui/Status.js"
 import { Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
@@ -48,6 +52,7 @@ export const HooksCard = ({ client }: { readonly client: Client }) => {
   const [event, setEvent] = useState<"lead" | "booking" | "all">("lead")
   const [message, setMessage] = useState<{ error?: string; ok?: string }>({})
   const [tests, setTests] = useState<Record<string, string>>({})
+  const [recovering, setRecovering] = useState<string | undefined>(undefined)
 
   const add = (e: FormEvent) => {
     e.preventDefault()
@@ -61,6 +66,19 @@ export const HooksCard = ({ client }: { readonly client: Client }) => {
   const remove = (id: string) =>
     void run(client.hooks.remove({ path: { id } })).then((result) => {
       setMessage(result.ok ? { ok: "Hook removed." } : { error: result.error })
+      hooks.reload()
+    })
+  const toggle = (hook: PortalApi.HookView) =>
+    void run(
+      hook.state === "disabled" ? client.hooks.enable({ path: { id: hook.id } }) : client.hooks.disable({ path: { id: hook.id } })
+    ).then((result) => {
+      setMessage(
+        !result.ok
+          ? { error: result.error }
+          : result.value.outcome === "enabled" || result.value.outcome === "already_enabled"
+          ? { ok: "Hook enabled: new events are sent to it again. Recover to send what it missed." }
+          : { ok: "Hook disabled: no events are sent to it until you enable it." }
+      )
       hooks.reload()
     })
   const test = (id: string) =>
@@ -88,14 +106,21 @@ export const HooksCard = ({ client }: { readonly client: Client }) => {
                 <div className="hint">
                   {hook.event} events · created <Time at={hook.created_at} /> · {keyName(hook)}
                 </div>
+                <HookState hook={hook} />
                 {tests[hook.id] !== undefined && <TestResult client={client} deliveryId={tests[hook.id]!} />}
               </div>
               <button type="button" onClick={() => test(hook.id)}>Send test event</button>
+              <button type="button" onClick={() => toggle(hook)}>{hook.state === "disabled" ? "Enable" : "Disable"}</button>
+              <button type="button" aria-expanded={recovering === hook.id} onClick={() => setRecovering(recovering === hook.id ? undefined : hook.id)}>
+                {recovering === hook.id ? "Close recover" : "Recover…"}
+              </button>
               <button type="button" className="danger" onClick={() => remove(hook.id)} aria-label={`Remove hook ${hook.target_url}`}>Remove</button>
+              {recovering === hook.id && <RecoverForm client={client} hook={hook} />}
             </li>
           ))}
         </ul>
       )}
+      {hooks.data !== undefined && <RemovedHooks removed={hooks.data.removed} />}
       <form onSubmit={add} className="row">
         <label htmlFor="hook-url">Receiver URL</label>
         <input id="hook-url" type="url" required value={target} placeholder="https://hooks.example.com/…" onChange={(e) => setTarget(e.target.value)} />

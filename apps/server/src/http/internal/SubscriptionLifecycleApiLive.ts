@@ -53,7 +53,15 @@ export const recoveryView = (r: Recoveries.Recovery): Api.RecoveryView => ({
   last_error: r.last_error
 })
 
-const notFound = (error: SubscriptionLifecycle.SubscriptionNotFound) => new Events.NotFound({ error: error.message })
+/** An unknown, removed or other account's subscription, as the APIs answer it (404). */
+export const notFound = (error: SubscriptionLifecycle.SubscriptionNotFound) => new Events.NotFound({ error: error.message })
+
+/** Why a recover was refused, as the internal API and the Integrations area answer it (404, 400, 409); nothing changed. */
+export const recoverRefusals = {
+  SubscriptionNotFound: notFound,
+  InvalidRecoverWindow: (error: Recoveries.InvalidRecoverWindow) => new Events.BadRequest({ error: error.message }),
+  SubscriptionDisabled: (error: Recoveries.SubscriptionDisabled) => new Api.SubscriptionDisabled({ error: error.message })
+}
 
 const SubscriptionLifecycleLive = HttpApiBuilder.group(InternalApi, "subscriptionLifecycle", (handlers) =>
   Effect.gen(function*() {
@@ -87,11 +95,7 @@ const SubscriptionLifecycleLive = HttpApiBuilder.group(InternalApi, "subscriptio
         known(path.id).pipe(
           Effect.flatMap((accountId) => recoveries.start(accountId, path.subscriptionId, payload)),
           Effect.map(recoveryView),
-          Effect.catchTags({
-            SubscriptionNotFound: notFound,
-            InvalidRecoverWindow: (error) => new Events.BadRequest({ error: error.message }),
-            SubscriptionDisabled: (error) => new Api.SubscriptionDisabled({ error: error.message })
-          })
+          Effect.catchTags(recoverRefusals)
         ))
       .handle("recovery", ({ path }) =>
         known(path.id).pipe(

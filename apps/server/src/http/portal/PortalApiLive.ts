@@ -9,11 +9,22 @@ import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import type { Egress, TokenCache, TransportRegistry } from "@crm-relay/bridge"
 import { Connections, CrmPushJobs } from "@crm-relay/calls"
 import { Events, PortalApi } from "@crm-relay/contract"
-import { Accounts, Deliveries, Fanout, IntegrationKeys, RateLimiter, SigningSecrets, Subscriptions } from "@crm-relay/events"
+import {
+  Accounts,
+  Deliveries,
+  Fanout,
+  IntegrationKeys,
+  RateLimiter,
+  Recoveries,
+  SigningSecrets,
+  SubscriptionLifecycle,
+  Subscriptions
+} from "@crm-relay/events"
 import * as Audit from "@crm-relay/store/Audit"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { displayTarget } from "../internal/DeliveriesApiLive.js"
 import { toSettings } from "../internal/ConnectionsApiLive.js"
+import { notFound, recoverRefusals, recoveryView, stateOf } from "../internal/SubscriptionLifecycleApiLive.js"
 import * as StoredConnectionCheck from "../../workers/StoredConnectionCheck.js"
 import { IDLE_TIMEOUT, PortalSessions, csrfMatches, csrfToken } from "./PortalSessions.js"
 
@@ -28,6 +39,8 @@ export const messages = {
   unknownHook: "No active hook with this id exists in this account; it may have been removed already.",
   unknownDelivery: "No delivery with this id exists in this account.",
   unknownPush: "No CRM push with this id exists in this account.",
+  unknownRecovery: "No recovery with this id exists in this account.",
+  disabledHere: "Disabled in the Integrations area.",
   pushSucceeded: "This CRM push succeeded; there is nothing to replay.",
   notAllowed: (mode: string) =>
     `This is a ${mode} account: its calls never reach a real CRM, so a CRM bridge cannot be connected. ` +
@@ -132,30 +145,44 @@ const KeysLive = HttpApiBuilder.group(PortalApi.PortalApi, "keys", (handlers) =>
         }))
   }))
 
+/** Removed hooks the list shows (the latest). */
+const REMOVED_SHOWN = 20
+
+const hookView = (s: Subscriptions.SubscriptionSummary, key: IntegrationKeys.KeySummary | undefined): PortalApi.HookView => ({
+  id: s.id,
+  target_url: s.target_url,
+  event: s.event,
+  created_at: iso(s.created_at),
+  created_by_key: s.created_by_key_id === null
+    ? null
+    : { id: s.created_by_key_id, label: key?.label ?? null, last_four: key?.last_four ?? null },
+  state: stateOf(s),
+  failing_since: isoOrNull(s.failing_since),
+  disabled_at: isoOrNull(s.disabled_at),
+  disabled_reason: s.disabled_reason,
+  removed_at: isoOrNull(s.removed_at),
+  removed_reason: s.removed_reason === null ? null : s.removed_reason === "gone" ? "gone" : "unsubscribed"
+})
+
 const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) =>
   Effect.gen(function*() {
     const subscriptions = yield* Subscriptions.Subscriptions
+    const lifecycle = yield* SubscriptionLifecycle.SubscriptionLifecycle
+    const recoveries = yield* Recoveries.Recoveries
     const keys = yield* IntegrationKeys.IntegrationKeys
     const fanout = yield* Fanout.Fanout
     const hooksOf = (accountId: string) =>
       Effect.gen(function*() {
         const byId = new Map((yield* allKeys(keys, accountId)).map((k) => [k.id as string, k]))
-        const page = yield* subscriptions.page(accountId, { limit: 1000 }).pipe(Effect.orDie)
-        return page.items.map((s): PortalApi.HookView => {
-          const key = s.created_by_key_id === null ? undefined : byId.get(s.created_by_key_id)
-          return {
-            id: s.id,
-            target_url: s.target_url,
-            event: s.event,
-            created_at: iso(s.created_at),
-            created_by_key: s.created_by_key_id === null
-              ? null
-              : { id: s.created_by_key_id, label: key?.label ?? null, last_four: key?.last_four ?? null }
-          }
-        })
+        const page = yield* subscriptions.page(accountId, { limit: 1000, removed: true }).pipe(Effect.orDie)
+        const views = page.items.map((s) => hookView(s, s.created_by_key_id === null ? undefined : byId.get(s.created_by_key_id)))
+        const removed = views.filter((h) => h.removed_at !== null)
+          .sort((a, b) => (b.removed_at ?? "").localeCompare(a.removed_at ?? ""))
+          .slice(0, REMOVED_SHOWN)
+        return { hooks: views.filter((h) => h.removed_at === null), removed }
       })
     return handlers
-      .handle("list", () => Effect.flatMap(CurrentSession, ({ accountId }) => Effect.map(hooksOf(accountId), (hooks) => ({ hooks }))))
+      .handle("list", () => Effect.flatMap(CurrentSession, ({ accountId }) => hooksOf(accountId)))
       .handle("create", ({ payload }) =>
         Effect.gen(function*() {
           const { accountId, sessionId } = yield* CurrentSession
@@ -166,7 +193,7 @@ const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) 
             targetUrl: payload.target_url,
             event: payload.event
           })
-          const hook = (yield* hooksOf(accountId)).find((h) => h.id === id)
+          const hook = (yield* hooksOf(accountId)).hooks.find((h) => h.id === id)
           if (hook === undefined) return yield* Effect.dieMessage("A created hook vanished")
           return hook
         }))
@@ -182,6 +209,29 @@ const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) 
           const sent = yield* fanout.test(accountId, path.id)
           if (Option.isNone(sent)) return yield* new Events.NotFound({ error: messages.unknownHook })
           return { delivery_id: sent.value }
+        }))
+      // The lifecycle's own service, as the internal API and the CLI call it; the audit line names the session.
+      .handle("disable", ({ path }) =>
+        Effect.flatMap(CurrentSession, ({ accountId }) =>
+          lifecycle.disable(accountId, path.id, messages.disabledHere).pipe(
+            Effect.map((outcome) => ({ id: path.id, outcome })),
+            Effect.catchTag("SubscriptionNotFound", notFound)
+          )))
+      .handle("enable", ({ path }) =>
+        Effect.flatMap(CurrentSession, ({ accountId }) =>
+          lifecycle.enable(accountId, path.id).pipe(
+            Effect.map((outcome) => ({ id: path.id, outcome })),
+            Effect.catchTag("SubscriptionNotFound", notFound)
+          )))
+      .handle("recover", ({ path, payload }) =>
+        Effect.flatMap(CurrentSession, ({ accountId }) =>
+          recoveries.start(accountId, path.id, payload).pipe(Effect.map(recoveryView), Effect.catchTags(recoverRefusals))))
+      .handle("recovery", ({ path }) =>
+        Effect.gen(function*() {
+          const { accountId } = yield* CurrentSession
+          const found = yield* recoveries.find(accountId, path.id)
+          if (Option.isNone(found)) return yield* new Events.NotFound({ error: messages.unknownRecovery })
+          return recoveryView(found.value)
         }))
   }))
 
@@ -336,6 +386,7 @@ const deliveryView = (d: Deliveries.Delivery): PortalApi.DeliveryView => ({
   last_duration_ms: d.last_duration_ms,
   last_error_class: d.last_error_class,
   last_error: d.last_error,
+  end_reason: d.end_reason === "gone" || d.end_reason === "aborted" || d.end_reason === "disabled" ? d.end_reason : null,
   test: d.test
 })
 
@@ -426,7 +477,11 @@ const ActivityLive = HttpApiBuilder.group(PortalApi.PortalApi, "activity", (hand
 export const layer = HttpApiBuilder.api(PortalApi.PortalApi).pipe(
   Layer.provide([SessionLive, KeysLive, HooksLive, SigningSecretLive, ConnectionsLive, ActivityLive]),
   Layer.provide(PortalAuthLive),
-  Layer.provide(Deliveries.Deliveries.Default),
+  Layer.provide(Layer.mergeAll(
+    Deliveries.Deliveries.Default,
+    SubscriptionLifecycle.SubscriptionLifecycle.Default,
+    Recoveries.Recoveries.Default
+  )),
   Layer.provide(RateLimiter.layerWithPolicy(rateLimitPolicy)),
   Layer.provideMerge(PortalSessions.Default)
 )
