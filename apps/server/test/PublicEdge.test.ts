@@ -3,7 +3,9 @@
  * short configured deadlines: silent and slow connections are closed in
  * time, the connection budget refuses the excess while the internal port
  * keeps answering, and the failed-key limit per client address answers 429
- * without touching the database (trusted proxies only may name the address).
+ * without touching the database (trusted proxies only may name the address),
+ * holding its answers. The Integrations area's listener, which faces browsers,
+ * keeps the same deadlines and a budget of its own.
  */
 import { layer } from "@effect/vitest"
 import { expect } from "@effect/vitest"
@@ -11,7 +13,7 @@ import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { RawHttp } from "@crm-relay/testing"
 import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Option, Schedule } from "effect"
 import * as Net from "node:net"
 import { defaultEdge } from "../src/http/Server.js"
 import type * as PublicEdge from "../src/config/PublicEdge.js"
@@ -21,10 +23,13 @@ import { adminRequest, layerServer, replica, start } from "./support/TestServer.
 const UNAUTHORIZED = { error: "The integration key is missing, invalid or disabled." }
 
 const edge = (overrides: Partial<PublicEdge.PublicEdge["limits"]> & Partial<Omit<PublicEdge.PublicEdge, "limits">> = {}): PublicEdge.PublicEdge => {
-  const { failedKeyLimit, trustedProxies, ...limits } = overrides
+  const { failedKeyHoldMs, failedKeyLimit, portalMaxConnections, trustedProxies, ...limits } = overrides
   return {
     limits: { ...defaultEdge.limits, ...limits },
     failedKeyLimit: failedKeyLimit ?? defaultEdge.failedKeyLimit,
+    // Answered at once unless a test is about the hold.
+    failedKeyHoldMs: failedKeyHoldMs ?? 0,
+    portalMaxConnections: portalMaxConnections ?? defaultEdge.portalMaxConnections,
     trustedProxies: trustedProxies ?? defaultEdge.trustedProxies
   }
 }
@@ -67,6 +72,19 @@ const watch = (port: number, parts: ReadonlyArray<string | Buffer>, everyMs: num
       }, everyMs)
     })
   })
+
+/** `count` connections to `port` that send nothing, open for the scope. */
+const silentConnections = (port: number, count: number) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      Promise.all(Array.from({ length: count }, () =>
+        new Promise<Net.Socket>((resolve) => {
+          const socket = Net.connect({ port, host: "127.0.0.1" }, () => resolve(socket))
+          socket.on("error", () => undefined)
+        })))
+    ),
+    (sockets) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
+  )
 
 const bodyOf = (text: string) => JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)) as unknown
 
@@ -161,17 +179,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("public port connection
       const port = portOf(server.public)
       const before = yield* counter(server.admin, "crm_relay_public_connections_refused_total")
       // Three silent connections hold the budget.
-      const held = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          Promise.all([0, 1, 2].map(() =>
-            new Promise<Net.Socket>((resolve) => {
-              const socket = Net.connect({ port, host: "127.0.0.1" }, () => resolve(socket))
-              socket.on("error", () => undefined)
-            })
-          ))
-        ),
-        (sockets) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
-      )
+      const held = yield* silentConnections(port, 3)
       // The kernel queues connections in order and Node accepts them in that order: these three are counted first.
       const refused = yield* watch(port, [performList("crk_x")], 0, 20_000)
       expect(refused.closed).toBe(true)
@@ -233,6 +241,34 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
       expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 12)
     }))
 
+  it.scoped("a burst of concurrent invalid keys from one address, all past the cached verdict at once, costs at most FAILED_KEY_LIMIT + 1 counting queries", () =>
+    Effect.gen(function*() {
+      yield* resetCounts
+      const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5 }) }))
+      const port = portOf(server.public)
+      // Forty connections each send all of a request but its last byte, then the last bytes go out together.
+      const request = performList(BAD_KEY)
+      const sockets = yield* silentConnections(port, 40)
+      yield* Effect.promise(() => Promise.all(sockets.map((socket) => new Promise((written) => socket.write(request.subarray(0, -1), written)))))
+      const statuses = yield* Effect.promise(() =>
+        Promise.all(sockets.map((socket) =>
+          new Promise<number>((answered) => {
+            let text = ""
+            socket.on("data", (chunk) => {
+              text += chunk.toString("latin1")
+              if (text.includes("\r\n\r\n")) answered(Number(text.slice(9, 12)))
+            })
+            socket.write(request.subarray(-1))
+          })
+        ))
+      )
+      expect(statuses.filter((status) => status === 401)).toHaveLength(5)
+      expect(statuses.filter((status) => status === 429)).toHaveLength(35)
+      // Each counting query adds one: the failures past the sixth were refused by this replica's own count.
+      // (On PGlite, in-process, each query is answered before the next request is read: the burst needs PostgreSQL.)
+      expect(yield* failedKeyRows("127.0.0.1")).toBeLessThanOrEqual(6)
+    }))
+
   it.scoped("valid keys keep their own limit and count no failure; the failed-key count is shared by replicas of one database", () =>
     Effect.gen(function*() {
       yield* resetCounts
@@ -277,6 +313,126 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
       // Another client behind the same proxy is not refused.
       expect((yield* send(port, performList(BAD_KEY, [["X-Forwarded-For", "203.0.113.8"]]))).status).toBe(401)
       expect(yield* failedKeyRows("127.0.0.1")).toBe(0)
+    }))
+})
+
+/** Writes `first` on one keep-alive connection to `port`, then `second` once `between` resolves; when each answer began to arrive (ms after `first`) and the bytes. */
+const twoOnOneConnection = (port: number, first: Buffer, second: Buffer, between: () => Promise<unknown>) =>
+  Effect.async<{ readonly at: ReadonlyArray<number>; readonly text: string }>((resume) => {
+    const socket = Net.connect({ port, host: "127.0.0.1" })
+    const at: Array<number> = []
+    let text = ""
+    let started = 0
+    const bound = setTimeout(() => finish(), 30_000)
+    const finish = () => {
+      clearTimeout(bound)
+      socket.destroy()
+      resume(Effect.succeed({ at, text }))
+    }
+    socket.on("error", () => undefined)
+    socket.on("close", finish)
+    socket.on("data", (chunk) => {
+      text += chunk.toString("latin1")
+      while (at.length < text.split("HTTP/1.1 ").length - 1) at.push(performance.now() - started)
+      if (at.length === 2) finish()
+    })
+    socket.on("connect", () => {
+      started = performance.now()
+      socket.write(first)
+      void between().then(() => socket.write(second))
+    })
+  })
+
+const keepAlive = (key: string) => RawHttp.format("GET", "/perform-list", [["Host", "edge.test"], ["Authorization", `Bearer ${key}`]])
+
+layer(TestDatabase.layer, { excludeTestServices: true })("failed-key tarpit", (it) => {
+  it.scoped("a refused address's 429 is held FAILED_KEY_HOLD_MS and its connection is not read meanwhile: one request per connection per hold", () =>
+    Effect.gen(function*() {
+      yield* resetCounts
+      const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 2, failedKeyHoldMs: 1_000 }) }))
+      const port = portOf(server.public)
+      for (let i = 0; i < 2; i++) expect((yield* send(port, performList(BAD_KEY))).status).toBe(401)
+      // The failure over the limit is counted (one query) and answered at once; it makes the address refused.
+      expect((yield* send(port, performList(BAD_KEY))).status).toBe(429)
+      const before = yield* counter(server.admin, "crm_relay_failed_key_refusals_total")
+      // The second request is written once the first was refused (counted): read at once, it would be
+      // answered right after the first, not a hold later.
+      const firstRefused = Effect.repeat(counter(server.admin, "crm_relay_failed_key_refusals_total"), {
+        until: (count) => count > before,
+        schedule: Schedule.spaced("20 millis")
+      })
+      const seen = yield* twoOnOneConnection(port, keepAlive(BAD_KEY), keepAlive(BAD_KEY), () => Effect.runPromise(firstRefused))
+      expect(seen.at).toHaveLength(2)
+      expect(seen.at[0]!).toBeGreaterThanOrEqual(950)
+      expect(seen.at[1]! - seen.at[0]!).toBeGreaterThanOrEqual(950)
+      const answers = RawHttp.parseAnswers(Buffer.from(seen.text, "latin1")).answers
+      expect(answers.map((answer) => answer.status)).toEqual([429, 429])
+      for (const answer of answers) {
+        const seconds = Number(answer.headers["retry-after"])
+        expect(seconds).toBeGreaterThanOrEqual(1)
+        expect(seconds).toBeLessThanOrEqual(60)
+        expect(JSON.parse(answer.body)).toEqual({ error: TOO_MANY.replace("5 requests", "2 requests"), retryAfterSeconds: seconds })
+      }
+      expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 2)
+      // A connection that leaves during its hold costs nothing more, and the port keeps serving.
+      const left = yield* watch(port, [keepAlive(BAD_KEY)], 0, 100)
+      expect(left.text).toBe("")
+      const later = yield* send(port, performList(BAD_KEY))
+      expect(later.status).toBe(429)
+      expect(yield* counter(server.admin, "crm_relay_failed_key_refusals_total")).toBe(before + 4)
+    }))
+})
+
+/** A server with the Integrations area's listener, under `guards`. */
+const withPortal = (guards: PublicEdge.PublicEdge) =>
+  start(layerServer({ edge: guards, portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() } }))
+
+const sessionRequest = RawHttp.format("GET", "/api/session", [["Host", "portal.test"]])
+
+layer(TestDatabase.layer, { excludeTestServices: true })("Integrations area listener guards", (it) => {
+  it.scoped("it faces browsers: a silent connection is closed at the head deadline, a slow head is answered 400, an idle keep-alive is closed — and counted", () =>
+    Effect.gen(function*() {
+      const server = yield* withPortal(edge({ headTimeoutMs: 400, requestTimeoutMs: 2_000, keepAliveTimeoutMs: 300 }))
+      const port = portOf(server.portal)
+      const before = yield* counter(server.admin, "crm_relay_portal_timeouts_total", "{phase=\"head\"}")
+      const silent = yield* watch(port, [], 0, 20_000)
+      expect(silent.closed).toBe(true)
+      expect(silent.afterMs).toBeGreaterThanOrEqual(350)
+      expect(silent.text).toBe("")
+      const head = "GET /api/session HTTP/1.1\r\nHost: portal.test\r\nX-Slow: " + "a".repeat(500)
+      const slow = yield* watch(port, head.split(""), 20, 20_000)
+      expect(slow.closed).toBe(true)
+      expect(slow.afterMs).toBeLessThan(head.length * 20)
+      expect(slow.text.startsWith("HTTP/1.1 400 ")).toBe(true)
+      expect(bodyOf(slow.text)).toEqual({ error: "The request did not arrive in time." })
+      expect(yield* counter(server.admin, "crm_relay_portal_timeouts_total", "{phase=\"head\"}")).toBe(before + 2)
+      const idle = yield* watch(port, [sessionRequest], 0, 20_000)
+      expect(idle.closed).toBe(true)
+      expect(idle.text.startsWith("HTTP/1.1 401 ")).toBe(true)
+      expect(idle.afterMs).toBeLessThan(4_500)
+    }))
+
+  it.scoped("past PORTAL_MAX_CONNECTIONS a connection is closed at once and counted; the held ones, the public port and the internal port keep working", () =>
+    Effect.gen(function*() {
+      const server = yield* withPortal(edge({ portalMaxConnections: 2, headTimeoutMs: 20_000, requestTimeoutMs: 30_000 }))
+      const port = portOf(server.portal)
+      const before = yield* counter(server.admin, "crm_relay_portal_connections_refused_total")
+      const held = yield* silentConnections(port, 2)
+      const refused = yield* watch(port, [sessionRequest], 0, 20_000)
+      expect(refused.closed).toBe(true)
+      expect(refused.text).toBe("")
+      expect(yield* counter(server.admin, "crm_relay_portal_connections_refused_total")).toBe(before + 1)
+      // The public port has its own budget.
+      expect((yield* send(portOf(server.public), performList("crk_x"))).status).toBe(401)
+      expect((yield* adminRequest(server.admin, "GET", "/v1/accounts")).status).toBe(200)
+      const answer = yield* Effect.async<string>((resume) => {
+        const socket = held[0]!
+        const chunks: Array<Buffer> = []
+        socket.on("data", (chunk) => chunks.push(chunk))
+        socket.on("close", () => resume(Effect.succeed(Buffer.concat(chunks).toString("latin1"))))
+        socket.write(RawHttp.format("GET", "/api/session", [["Host", "portal.test"], ["Connection", "close"]]))
+      })
+      expect(answer.startsWith("HTTP/1.1 401 ")).toBe(true)
     }))
 })
 

@@ -33,8 +33,10 @@ describe("Settings", () => {
       "PUBLIC_REQUEST_TIMEOUT_MS",
       "PUBLIC_KEEP_ALIVE_TIMEOUT_MS",
       "PUBLIC_MAX_CONNECTIONS",
+      "PORTAL_MAX_CONNECTIONS",
       "PUBLIC_CONNECTION_RESERVE",
       "FAILED_KEY_LIMIT",
+      "FAILED_KEY_HOLD_MS",
       "TRUSTED_PROXIES",
       "RETENTION_PERIOD",
       "RETENTION_PAYLOAD_PERIOD",
@@ -124,7 +126,7 @@ describe("Settings", () => {
 
   it.effect("invalid values are refused with a clear error", () =>
     Effect.gen(function*() {
-      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { PUBLIC_HEAD_TIMEOUT_MS: "0" }, { PUBLIC_KEEP_ALIVE_TIMEOUT_MS: "0" }, { PUBLIC_REQUEST_TIMEOUT_MS: "-1" }, { PUBLIC_MAX_CONNECTIONS: "0" }, { FAILED_KEY_LIMIT: "0" }, { TRUSTED_PROXIES: "proxy.internal" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "129" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
+      for (const env of [{ PORT: "http" }, { PORT: "70000" }, { ROLE: "everything" }, { LOG_LEVEL: "loud" }, { DATABASE_POOL_SIZE: "0" }, { OTEL_TRACES_SAMPLER_ARG: "2" }, { OTEL_TRACES_SAMPLER_ARG: "some" }, { PUBLIC_HEAD_TIMEOUT_MS: "0" }, { PUBLIC_KEEP_ALIVE_TIMEOUT_MS: "0" }, { PUBLIC_REQUEST_TIMEOUT_MS: "-1" }, { PUBLIC_MAX_CONNECTIONS: "0" }, { FAILED_KEY_LIMIT: "0" }, { FAILED_KEY_HOLD_MS: "-1" }, { FAILED_KEY_HOLD_MS: "60001" }, { PORTAL_MAX_CONNECTIONS: "0" }, { TRUSTED_PROXIES: "proxy.internal" }, { DELIVERY_MAX_PER_ORIGIN: "0" }, { DELIVERY_MAX_PER_ORIGIN: "129" }, { CRM_PUSH_MAX_PER_BRIDGE: "many" }]) {
         const error = yield* Settings.Settings.pipe(withEnv(env), Effect.flip)
         expect(error._tag).toBe("ConfigError")
       }
@@ -145,6 +147,8 @@ describe("Settings", () => {
         keepAliveTimeoutMs: 5_000,
         connectionReserve: 256,
         failedKeyLimit: 30,
+        failedKeyHoldMs: 5_000,
+        portalMaxConnections: 256,
         trustedProxies: []
       })
       expect(Option.isNone(settings.publicEdge.maxConnections)).toBe(true)
@@ -154,16 +158,19 @@ describe("Settings", () => {
       expect(proxies.publicEdge.trustedProxies.map((cidr) => cidr.text)).toEqual(["10.0.0.0/8", "::1/128"])
     }))
 
-  it.effect("the connection budget: the open-file limit minus the reserve by default; a budget above it, or a limit the reserve takes whole, is refused at start", () =>
+  it.effect("the connection budget: the open-file limit minus the reserve and the Integrations area's budget by default; a budget above it, or a limit they take whole, is refused at start", () =>
     Effect.gen(function*() {
       const defaults = (yield* Settings.Settings.pipe(withEnv({}))).publicEdge
       const limit = { limit: 2048, source: "/proc/self/limits" } as const
-      expect(yield* PublicEdge.budget(defaults, limit)).toBe(2048 - 256)
+      expect(defaults.portalMaxConnections).toBe(256)
+      expect(yield* PublicEdge.budget(defaults, limit)).toBe(2048 - 256 - 256)
       expect(yield* PublicEdge.budget({ ...defaults, maxConnections: Option.some(1000) }, limit)).toBe(1000)
       const tooMany = yield* PublicEdge.budget({ ...defaults, maxConnections: Option.some(1800) }, limit).pipe(Effect.flip)
       expect(String(tooMany)).toContain(
-        "PUBLIC_MAX_CONNECTIONS (1800) plus PUBLIC_CONNECTION_RESERVE (256) exceeds the open-file limit (2048): lower PUBLIC_MAX_CONNECTIONS to at most 1792"
+        "PUBLIC_MAX_CONNECTIONS (1800) plus PORTAL_MAX_CONNECTIONS (256) plus PUBLIC_CONNECTION_RESERVE (256) exceeds the open-file limit (2048): lower PUBLIC_MAX_CONNECTIONS to at most 1536"
       )
+      const portalTooBig = yield* PublicEdge.budget({ ...defaults, portalMaxConnections: 1900 }, limit).pipe(Effect.flip)
+      expect(String(portalTooBig)).toContain("leaves no connection for the public port after PORTAL_MAX_CONNECTIONS (1900) plus PUBLIC_CONNECTION_RESERVE (256)")
       const none = yield* PublicEdge.budget(defaults, { limit: 200, source: "assumed" }).pipe(Effect.flip)
       expect(String(none)).toContain("the open-file limit (200, assumed) leaves no connection for the public port")
       expect(OpenFileLimit.parse("Limit                     Soft Limit           Hard Limit           Units\nMax open files            2048                 4096                 files\n")).toBe(2048)

@@ -39,16 +39,18 @@ describe("TraceSampling", () => {
       expect(recorded).toEqual(["root", "child"])
     }))
 
-  it.effect("a stand-in keeps the attributes written to it: the access log reads the router's http.route from an unrecorded server span", () =>
+  it.effect("a stand-in keeps the attributes read back: the access log reads the router's http.route from an unrecorded server span; others are dropped", () =>
     Effect.gen(function*() {
       const recorded: Array<string> = []
       const span = yield* Effect.gen(function*() {
         yield* Effect.annotateCurrentSpan("http.route", "/perform-list")
+        yield* Effect.annotateCurrentSpan("db.query.text", "SELECT 1")
         return yield* Effect.currentSpan
       }).pipe(Effect.withSpan("http.server GET"), Effect.provide(TraceSampling.layer(0).pipe(Layer.provide(recording(recorded)))))
       expect(span.sampled).toBe(false)
       expect(recorded).toEqual([])
       expect(span.attributes.get("http.route")).toBe("/perform-list")
+      expect(span.attributes.has("db.query.text")).toBe(false)
     }))
 
   it.effect("ratio 1 leaves the tracer as it is", () =>

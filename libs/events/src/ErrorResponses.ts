@@ -16,7 +16,7 @@ import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
-import { Cause, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
+import { Cause, Context, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
 
 /** Request bodies above this are refused with 400. */
 export const MAX_BODY_BYTES = 64 * 1024
@@ -330,13 +330,31 @@ const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerR
   return Object.create(request, { text: { get: () => (text ??= read()) } }) as HttpServerRequest.HttpServerRequest
 }
 
+/** Whether `request` says it carries a body (a length other than 0, or a transfer coding). */
+const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const length = request.headers["content-length"]
+  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
+}
+
+/** The strict API's request: a path the router can decode and, when it carries a body, the draining body reader. */
+const strictRequest = (request: HttpServerRequest.HttpServerRequest): HttpServerRequest.HttpServerRequest => {
+  const literal = literalPath(request)
+  // Without a body there is nothing to read: the request stays as Node gave it (most GET and DELETE).
+  return hasBody(request) ? drainingBody(literal) : literal
+}
+
 /**
  * Turns every failure and defect of the API into the Error object, and caps
  * request bodies at `MAX_BODY_BYTES`. Provide it to `HttpApiBuilder.serve`.
  */
 export const layer = (messages: Messages): Layer.Layer<never> =>
   HttpApiBuilder.middleware((app: HttpApp.Default) => {
-    const capped = Effect.provideService(app, HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES)))
+    const maxBodySize = Option.some(FileSystem.Size(MAX_BODY_BYTES))
+    const capped = Effect.provideService(app, HttpIncomingMessage.MaxBodySize, maxBodySize)
+    // Strict: the cap and the request's body reader in one provide (one context copy per request, not two).
+    const cappedWith = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.mapInputContext(app, (context: Context.Context<never>) =>
+        Context.add(Context.add(context, HttpIncomingMessage.MaxBodySize, maxBodySize), HttpServerRequest.HttpServerRequest, request))
     const notFound = json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound })))
     return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (messages.serves !== undefined && !messages.serves(request.method, request.url)) return Effect.succeed(notFound)
@@ -345,9 +363,8 @@ export const layer = (messages: Messages): Layer.Layer<never> =>
       // an undeclared (chunked) one is cut off by MaxBodySize while reading.
       const declared = Number(request.headers["content-length"] ?? "0")
       if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(refusal(request, TOO_LARGE, messages))
-      const app = messages.strict !== true
-        ? capped
-        : Effect.provideService(capped, HttpServerRequest.HttpServerRequest, drainingBody(literalPath(request)))
+      const strict = messages.strict === true ? strictRequest(request) : request
+      const app = strict === request ? capped : cappedWith(strict)
       const answer = Effect.catchAllCause(app, (cause) => toResponse(cause, request, messages))
       // Strict: even a defect of the answer itself is the contract's 502, not the server's bare 500.
       return messages.strict === true

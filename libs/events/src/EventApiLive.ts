@@ -6,7 +6,7 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { EventApi, Events } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
-import { Effect, Layer, Metric, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Metric, Option, Redacted, Schema } from "effect"
 import * as ErrorResponses from "./ErrorResponses.js"
 import * as FailedKeys from "./FailedKeys.js"
 import { IntegrationKeys } from "./IntegrationKeys.js"
@@ -63,15 +63,31 @@ export const bearerToken = (authorization: string | undefined): Redacted.Redacte
   Redacted.make(BEARER.exec(authorization ?? "")?.[1] ?? "")
 
 /**
+ * The preview a GET /perform-list read in its authorizing statement, for its handler: by request
+ * (the middleware and the handler see the same request object), with the limit it was read for.
+ */
+const prefetched = new WeakMap<HttpServerRequest.HttpServerRequest, { readonly limit: number; readonly read: unknown }>()
+
+/** The `limit` of a GET /perform-list, as its handler will decode it; none when it will refuse it (400). */
+const decodeLimit = Schema.decodeUnknownOption(Events.PerformListParams)
+const performListLimit = (context: Context.Context<never>): number | undefined => {
+  const params = Context.getOption(context, HttpServerRequest.ParsedSearchParams)
+  if (Option.isNone(params)) return undefined
+  const decoded = decodeLimit(params.value)
+  return Option.isSome(decoded) ? decoded.value.limit : undefined
+}
+
+/**
  * The failed-key limit of the client address (before any query: a refused
  * address costs a map lookup), integration-key authentication, then the
  * per-key rate limit.
  */
-export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | FailedKeys.FailedKeys> =
+export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | Preview | FailedKeys.FailedKeys> =
   Layer.effect(
     EventApi.IntegrationKeyAuth,
     Effect.gen(function*() {
       const keys = yield* IntegrationKeys
+      const preview = yield* Preview
       const failedKeys = yield* FailedKeys.FailedKeys
       const tooManyFailures = messages.failedKeys(failedKeys.policy.limit)
       const refuseAddress = (retryAfterSeconds: number) =>
@@ -85,8 +101,13 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
               const refused = yield* failedKeys.refused(address)
               if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
             }
-            // One statement finds the key and counts the request (IntegrationKeys.authorize).
-            const authorized = yield* keys.authorize(bearerToken(request.headers["authorization"]))
+            // One statement finds the key and counts the request (IntegrationKeys.authorize); for
+            // GET /perform-list (the only GET pair) it also reads the preview: one round trip in all.
+            const limit = request.method === "GET" ? performListLimit(yield* Effect.context<never>()) : undefined
+            const authorized = yield* keys.authorize(
+              bearerToken(request.headers["authorization"]),
+              limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
+            )
             if (Option.isNone(authorized)) {
               if (address !== undefined) {
                 const failures = yield* failedKeys.fail(address)
@@ -103,6 +124,7 @@ export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, ne
                 retryAfterSeconds: decision.retryAfterSeconds
               })
             }
+            if (limit !== undefined) prefetched.set(request, { limit, read: authorized.value.alongside })
             // Only after the key: nothing but a JSON body is ever read or parsed.
             if (request.method === "POST") yield* ErrorResponses.guardJsonBody(request)
             return { accountId: key.accountId, keyId: key.keyId }
@@ -131,8 +153,10 @@ export const EventsGroupLive = HttpApiBuilder.group(EventApi.EventApi, "events",
           const removed = yield* subscriptions.remove(accountId, path.id)
           if (!removed) return yield* new Events.NotFound({ error: messages.unknownSubscription })
         }))
-      .handle("performList", ({ urlParams }) =>
+      .handle("performList", ({ request, urlParams }) =>
         Effect.gen(function*() {
+          const read = prefetched.get(request)
+          if (read !== undefined && read.read !== undefined && read.limit === urlParams.limit) return yield* preview.records(read.read)
           const { accountId } = yield* EventApi.CurrentAccount
           return yield* preview.list(accountId, urlParams.limit)
         }))

@@ -9,7 +9,11 @@
  * replica's memory: refused requests cost a map lookup, and each replica
  * learns the shared verdict at its next failed key from that address (one
  * query), so a flood costs the database at most `limit` + one query per
- * replica per window and address.
+ * replica per window and address. Failures arriving together (a burst of
+ * concurrent requests, all past the cached verdict before the first is
+ * counted) are counted by the replica before their query too: past `limit` + 1
+ * of them in a window the shared count is over the limit whatever the other
+ * replicas did, and the rest are refused without a query.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Metric, Option } from "effect"
@@ -41,6 +45,17 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
     // Address → end of the window its refusal holds for (epoch millis).
     const refusedUntil = new Map<string, number>()
 
+    // Address → this replica's failures in the window starting at `window` (epoch millis), counted before their query.
+    const started = new Map<string, { window: number; count: number }>()
+    const startFailure = (address: string, window: number): number => {
+      const entry = started.get(address)
+      if (entry !== undefined && entry.window === window) return ++entry.count
+      started.delete(address)
+      if (started.size >= MAX_CACHED) started.delete(started.keys().next().value!)
+      started.set(address, { window, count: 1 })
+      return 1
+    }
+
     const remember = (address: string, until: number) => {
       refusedUntil.delete(address)
       if (refusedUntil.size >= MAX_CACHED) refusedUntil.delete(refusedUntil.keys().next().value!)
@@ -67,8 +82,14 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       fail: (address: string) =>
         Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
+          const window = RateLimiter.windowStart(policy, now)
+          const mine = startFailure(address, window.getTime())
+          if (mine > policy.limit + 1) {
+            remember(address, window.getTime() + windowMillis)
+            return RateLimiter.decide(policy, now, mine, window)
+          }
           const rows = yield* Effect.orDie(
-            RateLimiter.upsert(sql, sql`VALUES (${subject(address)}, ${RateLimiter.windowStart(policy, now)}, 1)`)
+            RateLimiter.upsert(sql, sql`VALUES (${subject(address)}, ${window}, 1)`)
           )
           const row = rows[0]!
           const decision = RateLimiter.decide(policy, now, row.count, row.window_start)

@@ -11,6 +11,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
+import type * as Statement from "@effect/sql/Statement"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
@@ -48,7 +49,16 @@ export interface Authenticated {
 export interface Authorized {
   readonly key: Authenticated
   readonly decision: RateLimiter.RateLimitDecision
+  /** The value `authorize`'s `alongside` read; undefined when none was asked for or the request is over the limit. */
+  readonly alongside: unknown
 }
+
+/**
+ * A read done by the statement that authorizes a key, for the key's account: an SQL expression of
+ * one value over `accountId` (itself an SQL expression). It is evaluated only for a request within
+ * the limit, so a refused request reads nothing.
+ */
+export type Alongside = (accountId: Statement.Fragment) => Statement.Fragment
 
 /** The rate-limit subject of an integration key: every replica counts a key's requests in this one row. */
 export const rateLimitSubject = (keyId: string): string => `${SUBJECT_PREFIX}${keyId}`
@@ -142,7 +152,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     // Runs on every Event API request: named by its span, without the call-site stack trace
     // that Effect.fn captures on each call.
     const authorizeSpan = Effect.withSpan("IntegrationKeys.authorize", { captureStackTrace: false })
-    const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>) {
+    const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>, alongside: Alongside | undefined) {
       const secret = Redacted.value(token)
       if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()
       const hash = digest(secret)
@@ -152,16 +162,22 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
           SELECT id, account_id, secret_hash, last_used_at FROM integration_keys
           WHERE secret_hash = ${hash} AND disabled_at IS NULL
         ), hit AS (${RateLimiter.upsert(sql, counted)})
-        SELECT key.id, key.account_id, key.secret_hash, key.last_used_at, hit.count, hit.window_start FROM key, hit`)
+        SELECT key.id, key.account_id, key.secret_hash, key.last_used_at, hit.count, hit.window_start${
+        alongside === undefined
+          ? sql``
+          : sql`, CASE WHEN hit.count <= ${policy.limit} THEN ${alongside(sql`key.account_id`)} END AS alongside`
+      } FROM key, hit`)
       if (rows.length === 0) return Option.none<Authorized>()
       const row = yield* Effect.orDie(decodeAuthorized(rows[0]))
+      const read: unknown = (rows[0] as { readonly alongside?: unknown }).alongside ?? undefined
       // The lookup was by hash; compare the digests again in constant time before trusting the row.
       if (row.secret_hash.length !== hash.length || !timingSafeEqual(row.secret_hash, hash)) return Option.none<Authorized>()
       // Written only when the stored time is a minute old: most requests add no statement.
       if (row.last_used_at === null || now - row.last_used_at.getTime() >= LAST_USED_RESOLUTION_MS) yield* touch(row.id)
       return Option.some<Authorized>({
         key: { keyId: row.id, accountId: row.account_id },
-        decision: RateLimiter.decide(policy, now, row.count, row.window_start)
+        decision: RateLimiter.decide(policy, now, row.count, row.window_start),
+        alongside: read
       })
     })
 
@@ -231,9 +247,11 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
        * `authenticate`, and this request counted against the key's rate limit
        * (`RateLimiter.upsert`, so the same row and rule as `RateLimiter.hit` with
        * `rateLimitSubject`), in one statement: one round trip per Event API request
-       * instead of two. Only a key that matches is counted.
+       * instead of two. Only a key that matches is counted. `alongside` adds the
+       * request's own read to that statement (GET /perform-list: its preview), so
+       * that request makes one round trip in all.
        */
-      authorize: (token: Redacted.Redacted<string>) => authorizeSpan(authorize(token))
+      authorize: (token: Redacted.Redacted<string>, alongside?: Alongside) => authorizeSpan(authorize(token, alongside))
     }
   })
 }) {}

@@ -11,6 +11,7 @@
  * "the last 3" sees three different calls.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import { Events } from "@crm-relay/contract"
 import { Effect, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
@@ -23,40 +24,61 @@ const DeliveryRow = Schema.Struct({
   appointment_external_id: Schema.NullOr(Schema.String)
 })
 
+/** The preview's deliveries of an account as one JSON value (see `Preview.latest`). */
+const Latest = Schema.Array(DeliveryRow)
+
 /** Reads preview records. */
 export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Preview", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const decodeRows = Schema.decodeUnknown(Schema.Array(DeliveryRow))
-    const latest = (accountId: AccountId, limit: number) =>
-      // One record per event: a fan-out writes its duplicates (one per subscription) with the
-      // same call, kind and creation time; the last one inserted stands for them.
-      sql`SELECT DISTINCT ON (created_at, call_id, event)
-              id, call_id, source, contact_external_id, appointment_external_id
-            FROM deliveries WHERE account_id = ${accountId} AND NOT test
-            ORDER BY created_at DESC, call_id, event, seq DESC
-            LIMIT ${limit}`
+    const decodeLatest = Schema.decodeUnknown(Latest)
+    // One record per event: a fan-out writes its duplicates (one per subscription) with the
+    // same call, kind and creation time; the last one inserted stands for them. One JSON array,
+    // in the preview's order, so that the read is one value another statement can carry.
+    const latest = (accountId: Statement.Fragment, limit: number) =>
+      sql`(SELECT coalesce(json_agg(json_build_object(
+                'id', id, 'call_id', call_id, 'source', source,
+                'contact_external_id', contact_external_id, 'appointment_external_id', appointment_external_id
+              ) ORDER BY created_at DESC, call_id, event, seq DESC), '[]'::json)
+            FROM (SELECT DISTINCT ON (created_at, call_id, event)
+                    id, call_id, source, contact_external_id, appointment_external_id, created_at, event, seq
+                  FROM deliveries WHERE account_id = ${accountId} AND NOT test
+                  ORDER BY created_at DESC, call_id, event, seq DESC
+                  LIMIT ${Events.clampLimit(Math.trunc(limit))}) AS latest)`
+
+    const records = (value: unknown) =>
+      Effect.map(Effect.orDie(decodeLatest(value)), (rows): ReadonlyArray<Events.PreviewRecord> => {
+        if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
+        return rows.map((row): Events.PreviewRecord => ({
+          id: row.id,
+          call_id: row.call_id,
+          source: row.source,
+          contact: { external_id: row.contact_external_id },
+          job_type: "",
+          summary: "",
+          booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
+        }))
+      })
 
     // Runs on every perform-list: named by its span, without the call-site stack trace that
     // Effect.fn captures on each call.
     const listSpan = Effect.withSpan("Preview.list", { captureStackTrace: false })
-    const list = Effect.fnUntraced(function*(accountId: AccountId, limit: number) {
-      const rows = yield* Effect.orDie(Effect.flatMap(latest(accountId, Events.clampLimit(Math.trunc(limit))), decodeRows))
-      if (rows.length === 0) return [Events.SAMPLE_PREVIEW]
-      return rows.map((row): Events.PreviewRecord => ({
-        id: row.id,
-        call_id: row.call_id,
-        source: row.source,
-        contact: { external_id: row.contact_external_id },
-        job_type: "",
-        summary: "",
-        booked: row.appointment_external_id !== null && row.appointment_external_id !== ""
-      }))
-    })
+    const list = (accountId: AccountId, limit: number) =>
+      sql<{ readonly records: unknown }>`SELECT ${latest(sql`${accountId}`, limit)} AS records`.pipe(
+        Effect.orDie,
+        Effect.flatMap((rows) => records(rows[0]?.records))
+      )
 
     return {
       /** Up to `limit` (clamped to 1..20) preview records, or the synthetic sample. */
-      list: (accountId: AccountId, limit: number) => listSpan(list(accountId, limit))
+      list: (accountId: AccountId, limit: number) => listSpan(list(accountId, limit)),
+      /**
+       * The read of `list` as one SQL value (a JSON array) over the account id `accountId`, an
+       * SQL expression: for a statement that learns the account itself (IntegrationKeys.authorize).
+       */
+      latest,
+      /** The records of a value `latest` read (`list`'s answer). */
+      records
     }
   })
 }) {}

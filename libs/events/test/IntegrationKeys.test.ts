@@ -1,9 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
+import { Events } from "@crm-relay/contract"
 import { Effect, Option, Redacted, TestClock } from "effect"
 import { createHash } from "node:crypto"
 import { Accounts } from "../src/Accounts.js"
 import { IntegrationKeys, KEY_PREFIX, rateLimitSubject } from "../src/IntegrationKeys.js"
+import { Preview } from "../src/Preview.js"
 import { RateLimiter } from "../src/RateLimiter.js"
 import { ServicesLive } from "./support/Services.js"
 
@@ -93,6 +96,34 @@ describe("IntegrationKeys", () => {
         )
         yield* TestClock.adjust("40 seconds")
         expect(Option.map(yield* keys.authorize(key.key), (a) => a.decision.count)).toEqual(Option.some(1))
+      }))
+
+    it.effect("GET /perform-list in one round trip: authorize reads the preview in its own statement, and nothing for a request over the limit (60 per key per minute)", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const keys = yield* IntegrationKeys
+        const preview = yield* Preview
+        const limiter = yield* RateLimiter
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const key = yield* keys.create(account.id)
+        const alongside = (accountId: Statement.Fragment) => preview.latest(accountId, 3)
+        // The key's first use also records when it was used (once a minute, by the database's
+        // clock): count the requests after it, at that time.
+        yield* keys.authorize(key.key, alongside)
+        const [used] = yield* sql<{ last_used_at: Date }>`SELECT last_used_at FROM integration_keys WHERE id = ${key.id}`
+        yield* TestClock.setTime(used!.last_used_at.getTime())
+        let statements = 0
+        const counted = Statement.withTransformer((statement) => Effect.sync(() => (statements++, statement)))
+        const allowed = Option.getOrThrow(yield* counted(keys.authorize(key.key, alongside)))
+        expect(statements).toBe(1)
+        expect(allowed.decision.allowed).toBe(true)
+        expect(yield* preview.records(allowed.alongside)).toEqual([Events.SAMPLE_PREVIEW])
+        expect(yield* preview.records(allowed.alongside)).toEqual(yield* preview.list(account.id, 3))
+        // The rest of the minute's 60, then the 61st.
+        yield* Effect.forEach(Array.from({ length: 60 - allowed.decision.count }), () => limiter.hit(rateLimitSubject(key.id)))
+        const refused = Option.getOrThrow(yield* keys.authorize(key.key, alongside))
+        expect(refused.decision).toMatchObject({ allowed: false, count: 61 })
+        expect(refused.alongside).toBeUndefined()
       }))
 
     it.effect("Authentication rule 2: authorize refuses a wrong, empty, oversized or disabled key and counts nothing for it", () =>

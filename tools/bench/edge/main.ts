@@ -8,7 +8,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:edge -- \
  *     [--rounds 1] [--seconds 15] [--rate 20] [--nofile 2048] [--slow 3000] [--idle 1000] \
  *     [--flood 3000] [--bad-key-connections 256] [--bad-key-rate 2000] [--attacks slow,idle,flood,bad-keys] \
- *     [--public-process] [--server-log FILE]
+ *     [--attacker-nice 0] [--public-process] [--server-log FILE] [--cpu-profile DIR]
  *
  * `--public-process` sends the attacks to a second server (ROLE api) over the
  * same database instead: the public port in its own process.
@@ -21,8 +21,9 @@
  *   open-file limit (`--nofile`) and so past its connection budget;
  * - failed-key flood: `--bad-key-connections` keep-alive connections sending
  *   well-formed requests with random invalid keys, `--bad-key-rate` a second
- *   in all (0: as fast as they are answered), sent at the lowest CPU priority
- *   (nice 19), standing in for clients on other machines.
+ *   in all (0: as fast as they are answered), sent at the same CPU priority
+ *   as the server (`--attacker-nice 19`: the lowest, standing in for clients
+ *   on other machines).
  * Printed per attack: intake and delivery p50/p99 alone and attacked, the
  * ratio lines against the goal p99 ≤ max(100 ms, 3 × alone), the attack's
  * connections still open 15 s after it started (and 15 s after their own connect), the server's refusal
@@ -54,6 +55,10 @@ const floodCount = Argv.integer("flood", 3000, 0)
 const badKeyConnections = Argv.integer("bad-key-connections", 256)
 const badKeyRate = Argv.integer("bad-key-rate", 2000, 0)
 const serverLog = Argv.text("server-log")
+/** The request flood's CPU priority (nice value, 0–19): by default the server's own. */
+const attackerNice = Math.min(19, Argv.integer("attacker-nice", 0, 0))
+/** Where the attacked server writes its CPU profile (V8 `.cpuprofile`) when it stops. */
+const cpuProfileDir = Argv.text("cpu-profile")
 /** Attack a second server process (ROLE api, same database) instead of the one taking intake and delivering. */
 const publicProcess = Argv.flag("public-process")
 /** Which attacks to run (comma-separated names: slow, idle, flood, bad-keys). */
@@ -72,10 +77,8 @@ const ATTACKER = fileURLToPath(new URL("./attacker.ts", import.meta.url))
 /** Starts the attacker process with `args` (see attacker.ts). */
 const startAttacker = (...args: ReadonlyArray<string | number>): Attack => {
   const child = ChildProcess.fork(ATTACKER, args.map(String), { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
-  // The request flood at the lowest CPU priority: it stands in for clients on other machines. At normal
-  // priority on a small shared machine it takes the cores from everything, and the figures measure the machine.
-  // (Connection attacks cost their sender little; they keep the normal priority, so they open at full speed.)
-  if (child.pid !== undefined && args[0] === "bad-keys") Os.setPriority(child.pid, 19)
+  // The request flood shares the machine's cores with the server at the same priority unless told otherwise.
+  if (child.pid !== undefined && args[0] === "bad-keys" && attackerNice > 0) Os.setPriority(child.pid, attackerNice)
   const messages: Array<Record<string, unknown>> = []
   const waiting: Array<() => void> = []
   child.on("message", (message) => {
@@ -178,7 +181,7 @@ const main = Effect.gen(function*() {
       pool: 10,
       adminToken,
       masterKey,
-      cpuProfileDir: undefined,
+      cpuProfileDir: role === (publicProcess ? "api" : "all") ? cpuProfileDir : undefined,
       stdout: Fs.openSync(logFile, "a"),
       logLevel: "Info",
       env: { ROLE: role, EGRESS_ALLOW_PRIVATE: "127.0.0.1/32", NODE_EXTRA_CA_CERTS: caFile },
@@ -199,7 +202,7 @@ const main = Effect.gen(function*() {
 
   yield* Console.log(
     `PostgreSQL ${database.version}; ${Os.cpus().length} CPUs; load average ${load()}; server open-file limit ${nofile}, ` +
-      `public connection budget ${budget}; ${publicProcess ? "attacks on a separate ROLE=api process; " : "one process (ROLE all) takes intake, deliveries and the attacks; "}${rate} outcomes/s for ${seconds} s per round; ${rounds} round(s) of each attack`
+      `public connection budget ${budget}; failed-key flood at nice ${attackerNice}; ${publicProcess ? "attacks on a separate ROLE=api process; " : "one process (ROLE all) takes intake, deliveries and the attacks; "}${rate} outcomes/s for ${seconds} s per round; ${rounds} round(s) of each attack`
   )
   yield* measuredLoad(call, server.adminUrl, adminToken, accountId, receiver.arrivals, "warmup")
 

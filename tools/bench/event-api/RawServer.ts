@@ -73,7 +73,7 @@ const performList = async (request: Http.IncomingMessage, response: Http.ServerR
   const rows = await pool.query<PreviewRow>(
     `SELECT DISTINCT ON (created_at, call_id, event)
               id, call_id, source, contact_external_id, appointment_external_id
-            FROM deliveries WHERE account_id = $1
+            FROM deliveries WHERE account_id = $1 AND NOT test
             ORDER BY created_at DESC, call_id, event, seq DESC
             LIMIT $2`,
     [key.account_id, 3]

@@ -2,7 +2,8 @@
  * Event API throughput: autocannon against GET /perform-list of the real
  * `crm-relay serve` binary on real PostgreSQL, with the rate limiter on, and
  * against a raw `node:http` + `pg` baseline (RawServer.ts) that runs the
- * same three statements on the same database with the same kind of keys.
+ * same three statements on the same database with the same kind of keys
+ * (crm-relay sends the three as one statement, one round trip per request).
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:event-api -- \
  *     [--rounds 3] [--keys 400] [--requests-per-key 50] [--connections 50] [--pool 10] [--cpu-prof DIR]

@@ -83,12 +83,13 @@ export const cloneLike = (prefix: string): Effect.Effect<string, never, Scope.Sc
 
 /**
  * The environment of a fresh shell: no database URL, no npm, Nx or test variables of this
- * process (an Nx task's variables would point the walkthrough's own `nx` at this workspace).
+ * process (an Nx task's variables would reach the walkthrough's own `nx`, and vitest's NODE_ENV=test
+ * would make its Vite build a development bundle).
  */
 export const shellEnv = (extra: Record<string, string> = {}): Record<string, string> => {
   const env: Record<string, string> = {}
   for (const [name, value] of Object.entries(process.env)) {
-    if (value === undefined || /^(npm_|INIT_CWD$|DATABASE_URL$|VITEST|NODE_OPTIONS$|NODE_EXTRA_CA_CERTS$|EGRESS_|NX_|FORCE_COLOR$)/.test(name)) continue
+    if (value === undefined || /^(npm_|INIT_CWD$|DATABASE_URL$|VITEST|NODE_OPTIONS$|NODE_EXTRA_CA_CERTS$|EGRESS_|NX_|FORCE_COLOR$|NODE_ENV$)/.test(name)) continue
     env[name] = value
   }
   // npm scripts and npx use the project's Node (the `node` devDependency), as README promises.

@@ -116,25 +116,31 @@ export const table: ReadonlyArray<Setting> = [
   {
     name: "PUBLIC_HEAD_TIMEOUT_MS",
     default: "10000",
-    description: "Public port: a connection (or a keep-alive request) must deliver a complete request head within this many milliseconds, or it is closed (400 with the Error object once bytes arrived).",
+    description: "Public port and Integrations area: a connection (or a keep-alive request) must deliver a complete request head within this many milliseconds, or it is closed (400 with the Error object once bytes arrived).",
     secret: false
   },
   {
     name: "PUBLIC_REQUEST_TIMEOUT_MS",
     default: "30000",
-    description: "Public port: head and body of one request must arrive within this many milliseconds (at least PUBLIC_HEAD_TIMEOUT_MS), or it is answered 400 and the connection closed.",
+    description: "Public port and Integrations area: head and body of one request must arrive within this many milliseconds (at least PUBLIC_HEAD_TIMEOUT_MS), or it is answered 400 and the connection closed.",
     secret: false
   },
   {
     name: "PUBLIC_KEEP_ALIVE_TIMEOUT_MS",
     default: "5000",
-    description: "Public port: an idle keep-alive connection is closed after this many milliseconds.",
+    description: "Public port and Integrations area: an idle keep-alive connection is closed after this many milliseconds.",
     secret: false
   },
   {
     name: "PUBLIC_MAX_CONNECTIONS",
-    default: "open-file limit - PUBLIC_CONNECTION_RESERVE",
-    description: "Public port: most connections open at once; more are closed at once and counted. At most the open-file limit minus the reserve (both logged at start).",
+    default: "open-file limit - PUBLIC_CONNECTION_RESERVE - PORTAL_MAX_CONNECTIONS",
+    description: "Public port: most connections open at once; more are closed at once and counted. At most the open-file limit minus the reserve and the Integrations area's budget (all logged at start).",
+    secret: false
+  },
+  {
+    name: "PORTAL_MAX_CONNECTIONS",
+    default: "256",
+    description: "Integrations area: most connections open at once; more are closed at once and counted. Taken from the open-file limit before the public port's budget; the public port's deadlines apply to it too.",
     secret: false
   },
   {
@@ -147,6 +153,12 @@ export const table: ReadonlyArray<Setting> = [
     name: "FAILED_KEY_LIMIT",
     default: "30",
     description: "Requests with an invalid, disabled or missing integration key allowed per client address per minute (counted across replicas); then every request from it gets 429 with Retry-After, without a database query.",
+    secret: false
+  },
+  {
+    name: "FAILED_KEY_HOLD_MS",
+    default: "5000",
+    description: "Public port: how long the 429 of an address over FAILED_KEY_LIMIT is held, its connection unread meanwhile (a tarpit: a flood gets one request per connection per hold); 0 answers at once.",
     secret: false
   },
   {
@@ -326,6 +338,11 @@ export const PublicEdgeSettings = Config.all({
   maxConnections: Config.option(Config.integer("PUBLIC_MAX_CONNECTIONS").pipe(
     Config.validate({ message: "PUBLIC_MAX_CONNECTIONS must be a whole number of at least 1", validation: (n) => n >= 1 })
   )).pipe(Config.withDescription(describe("PUBLIC_MAX_CONNECTIONS"))),
+  portalMaxConnections: Config.integer("PORTAL_MAX_CONNECTIONS").pipe(
+    Config.validate({ message: "PORTAL_MAX_CONNECTIONS must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
+    Config.withDefault(256),
+    Config.withDescription(describe("PORTAL_MAX_CONNECTIONS"))
+  ),
   connectionReserve: Config.integer("PUBLIC_CONNECTION_RESERVE").pipe(
     Config.validate({ message: "PUBLIC_CONNECTION_RESERVE must be a whole number from 0 to 1000000", validation: (n) => n >= 0 && n <= 1_000_000 }),
     Config.withDefault(256),
@@ -335,6 +352,11 @@ export const PublicEdgeSettings = Config.all({
     Config.validate({ message: "FAILED_KEY_LIMIT must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
     Config.withDefault(30),
     Config.withDescription(describe("FAILED_KEY_LIMIT"))
+  ),
+  failedKeyHoldMs: Config.integer("FAILED_KEY_HOLD_MS").pipe(
+    Config.validate({ message: "FAILED_KEY_HOLD_MS must be a whole number of milliseconds from 0 to 60000", validation: (n) => n >= 0 && n <= 60_000 }),
+    Config.withDefault(5_000),
+    Config.withDescription(describe("FAILED_KEY_HOLD_MS"))
   ),
   trustedProxies: Config.string("TRUSTED_PROXIES").pipe(
     Config.mapOrFail((text) =>

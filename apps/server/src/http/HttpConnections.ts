@@ -12,6 +12,7 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { ErrorResponses } from "@crm-relay/events"
 import { Effect } from "effect"
 import * as Http from "node:http"
+import type { Socket } from "node:net"
 import type { Duplex } from "node:stream"
 
 /** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
@@ -106,6 +107,12 @@ export const install = (
     }
     const previous = latest.get(socket)
     const timedOut = error.code === "ERR_HTTP_REQUEST_TIMEOUT" || error.code === "HPE_HEADERS_TIMEOUT"
+    if (timedOut && (socket as Socket).bytesRead === 0) {
+      // A connection that never sent a byte is closed without an answer, whichever deadline
+      // noticed first: Node's periodic check, or the silent-connection timer.
+      onTimeout?.("head")
+      return void socket.destroy()
+    }
     if (timedOut && previous !== undefined && !answered(previous)) {
       // The late part is the body of the request being handled: it is answered, and its handler
       // (still reading the body) finds the response written and the connection gone.

@@ -12,6 +12,7 @@ import { type ConfigError, Context, Duration, Effect, Layer, Option, type Redact
 import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
 import * as AdminToken from "../config/AdminToken.js"
 import * as BridgeLayers from "../workers/BridgeLayers.js"
+import * as ConnectionLimits from "./ConnectionLimits.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
 import * as PublicEdge from "../config/PublicEdge.js"
 import * as RefusedAddresses from "./public/RefusedAddresses.js"
@@ -74,7 +75,7 @@ export interface ServeOptions {
     /** Where the built page is; found beside the build or in the repository when not given. */
     readonly assetsDir?: Option.Option<string> | undefined
   } | undefined
-  /** The public port's timeouts, budget, failed-key limit and trusted proxies; `defaultEdge` when not given. */
+  /** The public port's timeouts, budget, failed-key limit and trusted proxies (and the portal's budget); `defaultEdge` when not given. */
   readonly edge?: PublicEdge.PublicEdge | undefined
 }
 
@@ -82,6 +83,8 @@ export interface ServeOptions {
 export const defaultEdge: PublicEdge.PublicEdge = {
   limits: { headTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxConnections: Number.POSITIVE_INFINITY },
   failedKeyLimit: 30,
+  failedKeyHoldMs: 5_000,
+  portalMaxConnections: Number.POSITIVE_INFINITY,
   trustedProxies: []
 }
 
@@ -128,9 +131,9 @@ export const layerWithDatabase = (options: ServeOptions) => {
       messages: EventApiLive.errorPolicy,
       observe: { api: "public", actor: "anonymous" },
       tag: PublicAddress,
-      connectionLimits: edge.limits,
+      connectionLimits: { limits: edge.limits, listener: ConnectionLimits.publicPort },
       trustedProxies: edge.trustedProxies,
-      shortcut: RefusedAddresses.shortcut(edge.trustedProxies)
+      shortcut: RefusedAddresses.shortcut({ trusted: edge.trustedProxies, holdMs: edge.failedKeyHoldMs })
     })).pipe(Layer.provide(FailedKeys.layerWithPolicy({ limit: edge.failedKeyLimit, window: Duration.minutes(1) })))
     : Layer.empty
   const portalOptions = options.portal
@@ -146,7 +149,9 @@ export const layerWithDatabase = (options: ServeOptions) => {
         secureCookie: Option.exists(portalOptions.publicUrl, (url) => url.startsWith("https://"))
       }).pipe(Layer.provide(PortalSessions.Default)),
       wrap: PortalSite.withSecurityHeaders,
-      tag: PortalAddress
+      tag: PortalAddress,
+      // It faces browsers: the public port's deadlines, and a budget of its own.
+      connectionLimits: { limits: { ...edge.limits, maxConnections: edge.portalMaxConnections }, listener: ConnectionLimits.portal }
     })
     : Layer.empty
   // Links point at PORTAL_PUBLIC_URL, or at the listener once it is up.

@@ -8,7 +8,7 @@
 import type { HttpApp } from "@effect/platform"
 import { HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as Audit from "@crm-relay/store/Audit"
-import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
+import { Context, Effect, Exit, FiberRef, LogLevel, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
 import { performance } from "node:perf_hooks"
 import * as RefusalLog from "./RefusalLog.js"
 
@@ -88,6 +88,8 @@ export const accessLog = (api: string, actor: string, refusals: RefusalLog.Refus
       const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
       const route = typeof matched === "string" ? matched : UNMATCHED
       observe(api, request.method, route, status, seconds)
+      // Below LOG_LEVEL the line would be dropped anyway: no fields, annotations or log call per request.
+      if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return Effect.void
       const accountId = acting.accountId ?? accountInPath(route, request.url)
       const fields: Record<string, unknown> = {
         log: "access",

@@ -44,8 +44,8 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShort
   readonly messages: ErrorResponses.Messages
   readonly tag: Context.Tag<I, Address>
   readonly graceMillis?: number
-  /** Timeouts and connection budget (the public port); Node's defaults when not given. */
-  readonly connectionLimits?: ConnectionLimits.ConnectionLimits | undefined
+  /** Timeouts and connection budget of a listener facing the internet; Node's defaults when not given. */
+  readonly connectionLimits?: { readonly limits: ConnectionLimits.ConnectionLimits; readonly listener: ConnectionLimits.Listener } | undefined
   /** Proxies whose X-Forwarded-For names the client address (see ClientAddress). */
   readonly trustedProxies?: ReadonlyArray<AddressPolicy.Cidr> | undefined
   /** Answers some requests before any router, logging its refusals through the access log's throttle. */
@@ -56,18 +56,19 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShort
       const runtime = yield* Effect.runtime<never>()
       const refusals = RefusalLog.make()
       const shortcut = options.shortcut === undefined ? undefined : yield* options.shortcut(refusals)
-      const limits = options.connectionLimits
+      const guard = options.connectionLimits
+      const limits = guard?.limits
       const server = new HttpConnections.Server({
         ...HttpConnections.serverOptions,
         ...(limits === undefined ? {} : ConnectionLimits.serverOptions(limits))
       })
       const inOrder = HttpConnections.install(server, options.messages.notFound, {
         shortcut,
-        onTimeout: limits === undefined
+        onTimeout: guard === undefined
           ? undefined
-          : (phase) => void Runtime.runFork(runtime)(Metric.increment(ConnectionLimits.timedOut[phase]))
+          : (phase) => void Runtime.runFork(runtime)(Metric.increment(guard.listener.timedOut[phase]))
       })
-      if (limits !== undefined) ConnectionLimits.install(server, limits, runtime)
+      if (guard !== undefined) ConnectionLimits.install(server, guard.limits, guard.listener, runtime)
       const clientAddress = ClientAddress.middleware(options.trustedProxies ?? [])
       const graceMillis = options.graceMillis ?? 10_000
 

@@ -4,9 +4,10 @@
  * says — and its spans follow their parent. The spans of a trace that is not
  * recorded are light stand-ins: they keep a trace id and a span id (so log
  * lines still correlate) but never reach the real tracer, so a hot path pays
- * for no events or export. A stand-in keeps the attributes written to it
- * (a map made on the first write), so what reads them — the access log reads
- * the router's `http.route` — sees the same as on a recorded span.
+ * for no events or export. A stand-in keeps only the attributes something
+ * reads back (`KEPT`: the access log reads the router's `http.route`), so
+ * that reader sees the same as on a recorded span while the dozen others
+ * written per request (URL, headers, SQL text) cost nothing.
  */
 import { Effect, Layer, type Option, Tracer } from "effect"
 import { randomBytes } from "node:crypto"
@@ -21,8 +22,10 @@ const nextSpanId = (): string => `${idPrefix.slice(0, 8)}${nextId()}`
 const newTraceId = (): string => `${idPrefix}${nextId()}${nextId()}`
 const noAttributes: ReadonlyMap<string, unknown> = new Map()
 const noLinks: ReadonlyArray<Tracer.SpanLink> = []
+/** The attributes a stand-in keeps: those read back from spans (accessLog). */
+const KEPT: ReadonlySet<string> = new Set(["http.route"])
 
-/** A span of a trace that is not recorded: ids and attributes only, events and links ignored. */
+/** A span of a trace that is not recorded: ids and the kept attributes only, events and links ignored. */
 class UnsampledSpan implements Tracer.Span {
   readonly _tag = "Span"
   readonly sampled = false
@@ -48,6 +51,7 @@ class UnsampledSpan implements Tracer.Span {
     return this.written ?? noAttributes
   }
   attribute(key: string, value: unknown): void {
+    if (!KEPT.has(key)) return
     if (this.written === undefined) this.written = new Map()
     this.written.set(key, value)
   }

@@ -28,11 +28,15 @@ export const layerServer = (options: Partial<Server.ServeOptions> = {}) =>
     ...options
   })
 
-/** Builds `server` afresh for the scope and answers its base URLs (`public` is "" when its role serves no Event API). */
+/** Builds `server` afresh for the scope and answers its base URLs (`public` and `portal` are "" when it serves none). */
 export const start = <E, R>(server: Layer.Layer<Server.Listening, E, R>) =>
   Effect.map(Layer.build(Layer.fresh(server)), (context) => {
     const listening = Context.get(context, Server.Listening)
-    return { public: Option.getOrUndefined(listening.publicApi)?.url ?? "", admin: listening.internalApi.url }
+    return {
+      public: Option.getOrUndefined(listening.publicApi)?.url ?? "",
+      admin: listening.internalApi.url,
+      portal: Option.getOrUndefined(listening.portal)?.url ?? ""
+    }
   })
 
 /** `server` as another replica over the test database of the context: its own pool on PostgreSQL, the one PGlite session otherwise. */

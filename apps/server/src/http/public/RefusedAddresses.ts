@@ -2,15 +2,25 @@
  * The failed-key limit's refusals answered before any router: a request from
  * a client address the limit refuses (FailedKeys' cached verdict) gets its
  * 429 with `Retry-After` and the Error object straight from the Node
- * request event — no fiber, no routing, no query — so a flood from refused
- * addresses costs the process about what Node's HTTP parser costs.
+ * request event — no fiber, no routing, no query.
+ *
+ * A refusal costs little, but a flood answered as fast as it is sent never
+ * lets the process sleep: the answer is held (`holdMs`, a tarpit), and the
+ * connection reads nothing until it is written. A client that waits for each
+ * answer (HTTP/1.1 without pipelining, as every common client) then sends at
+ * most one request per hold on each connection, so a refused address costs
+ * the process at most its connections ÷ hold requests a second, however fast
+ * it could send.
+ *
  * Counted in the HTTP and failed-key metrics; logged at most once per
  * address per minute (the access log's throttle).
  */
 import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { EventApiLive, FailedKeys } from "@crm-relay/events"
 import { Effect, Runtime } from "effect"
+import type * as Http from "node:http"
 import { performance } from "node:perf_hooks"
+import type { Duplex } from "node:stream"
 import { observe } from "../accessLog.js"
 import type { Shortcut } from "../HttpConnections.js"
 import type { RefusalLog } from "../RefusalLog.js"
@@ -19,34 +29,82 @@ import * as ClientAddress from "./ClientAddress.js"
 /** The route label of requests refused before routing. */
 export const ROUTE = "refused"
 
+/** The refusals of the public port. */
+export interface Options {
+  readonly trusted: ReadonlyArray<AddressPolicy.Cidr>
+  /** How long a refusal's answer is held, its connection unread meanwhile (0: answered at once). */
+  readonly holdMs: number
+}
+
+/**
+ * Holds answers of refused requests: each connection with an answer held is
+ * paused (Node stops reading its socket, so nothing more of it is parsed)
+ * until its last held answer is written.
+ */
+const tarpit = (holdMs: number) => {
+  // The timers of each connection's held answers (one close listener per connection, however many holds).
+  const held = new WeakMap<Duplex, Set<NodeJS.Timeout>>()
+  const timersOf = (socket: Duplex): Set<NodeJS.Timeout> => {
+    let timers = held.get(socket)
+    if (timers === undefined) {
+      const mine = timers = new Set()
+      held.set(socket, mine)
+      // A connection gone meanwhile needs no answer.
+      socket.once("close", () => mine.forEach(clearTimeout))
+    }
+    return timers
+  }
+  return (request: Http.IncomingMessage, answer: () => void): void => {
+    if (holdMs === 0) return answer()
+    const socket = request.socket
+    const timers = timersOf(socket)
+    const timer = setTimeout(() => {
+      timers.delete(timer)
+      answer()
+      if (timers.size === 0 && !socket.destroyed) socket.resume()
+    }, holdMs)
+    timers.add(timer)
+    // Node resumes reading when a request's message completes, after this event: the connection rests
+    // once the request has ended (a body is read and dropped first).
+    request.once("end", () => {
+      if (timers.size > 0) socket.pause()
+    })
+    request.resume()
+  }
+}
+
 /** The shortcut of the public port, over this replica's `FailedKeys`. */
-export const shortcut = (trusted: ReadonlyArray<AddressPolicy.Cidr>) => (refusals: RefusalLog) =>
+export const shortcut = (options: Options) => (refusals: RefusalLog) =>
   Effect.gen(function*() {
     const failedKeys = yield* FailedKeys.FailedKeys
     const runtime = yield* Effect.runtime<never>()
     const message = EventApiLive.messages.failedKeys(failedKeys.policy.limit)
+    const hold = tarpit(options.holdMs)
     return ((request, response) => {
       const started = performance.now()
       const header = request.headers["x-forwarded-for"]
       const forwarded = Array.isArray(header) ? header.join(", ") : header
-      const address = ClientAddress.resolve(trusted, request.socket.remoteAddress, forwarded)
+      const address = ClientAddress.resolve(options.trusted, request.socket.remoteAddress, forwarded)
       if (address === undefined) return false
       const now = Date.now()
-      const retryAfterSeconds = failedKeys.refusedAt(address, now)
-      if (retryAfterSeconds === undefined) return false
-      const body = JSON.stringify({ error: message, retryAfterSeconds })
-      response.writeHead(429, {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(body),
-        "retry-after": String(retryAfterSeconds)
-      })
-      response.end(body)
+      if (failedKeys.refusedAt(address, now) === undefined) return false
       FailedKeys.refusals.unsafeUpdate(1, [])
-      const seconds = (performance.now() - started) / 1000
       const method = request.method ?? "GET"
-      observe("public", method, ROUTE, 429, seconds)
       const leftOut = refusals(address, now)
-      if (leftOut !== undefined) {
+      hold(request, () => {
+        if (response.destroyed) return
+        // Seconds left of the window when the answer goes out (it may have ended during the hold).
+        const retryAfterSeconds = failedKeys.refusedAt(address, Date.now()) ?? 1
+        const body = JSON.stringify({ error: message, retryAfterSeconds })
+        response.writeHead(429, {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          "retry-after": String(retryAfterSeconds)
+        })
+        response.end(body)
+        const seconds = (performance.now() - started) / 1000
+        observe("public", method, ROUTE, 429, seconds)
+        if (leftOut === undefined) return
         Runtime.runFork(runtime)(Effect.logInfo("http request").pipe(Effect.annotateLogs({
           log: "access",
           api: "public",
@@ -57,7 +115,7 @@ export const shortcut = (trusted: ReadonlyArray<AddressPolicy.Cidr>) => (refusal
           client_address: address,
           refusals_left_out: leftOut
         })))
-      }
+      })
       return true
     }) satisfies Shortcut
   })
