@@ -31,7 +31,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Egress, type EgressError, type EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, type Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
-import { Clock, Duration, Effect, Either, Option, type Redacted } from "effect"
+import { Clock, Duration, Effect, Either, FiberRef, LogLevel, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
@@ -225,6 +225,10 @@ export const makeHandler = (
       }
     })
 
+  // Whether `lifecycle` has anything to do: not for a success of a subscription that was not failing.
+  const changesSubscription = (job: JobQueue.Job<DeliveryJob>, classified: Classified) =>
+    job.data.subscription_id !== null && (classified._tag !== "Delivered" || job.data.subscription_state === "failing")
+
   // What the answer does to the subscription, before the delivery's own state change.
   const lifecycle = Effect.fn("DeliveryWorker.lifecycle")(function*(job: JobQueue.Job<DeliveryJob>, classified: Classified) {
     const subscriptionId = job.data.subscription_id
@@ -266,16 +270,19 @@ export const makeHandler = (
     } satisfies Classified
   })
 
-  return Effect.fn("DeliveryWorker.deliver")(function*(job: JobQueue.Job<DeliveryJob>) {
+  // Untraced: the runner's span of the attempt ("JobQueue.run deliveries") is the delivery's span.
+  return Effect.fnUntraced(function*(job: JobQueue.Job<DeliveryJob>) {
     const startedAt = yield* Clock.currentTimeMillis
     const attempted = yield* attemptOnce(job, startedAt)
     const durationMs = attempted.durationMs
     // A database hiccup here must not lose the attempt: the answer still decides the delivery.
-    const classified = yield* lifecycle(job, attempted.classified).pipe(
-      Effect.catchAllCause((cause) =>
-        Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+    const classified = changesSubscription(job, attempted.classified)
+      ? yield* lifecycle(job, attempted.classified).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+        )
       )
-    )
+      : attempted.classified
     const delay = classified._tag === "Failed" && classified.failure.retryable
       ? yield* DeliverySchedule.delayAfter(job.attempt, classified.failure)
       : Option.none<Duration.Duration>()
@@ -299,9 +306,9 @@ export const makeHandler = (
     // Logged in the statement that stores the outcome (with other deliveries' outcomes), even if the lease was lost.
     const logRow = attemptRow(record)
 
-    const log = result === "failed" ? Effect.logWarning : Effect.logInfo
-    yield* log("Webhook delivery attempt").pipe(
-      Effect.annotateLogs({
+    const level = result === "failed" ? LogLevel.Warning : LogLevel.Info
+    if (LogLevel.greaterThanEqual(level, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))) {
+      yield* Effect.logWithLevel(level, "Webhook delivery attempt").pipe(Effect.annotateLogs({
         delivery_id: job.id,
         account_id: job.data.account_id,
         attempt: job.attempt,
@@ -311,8 +318,8 @@ export const makeHandler = (
         error_class: record.error_class,
         result,
         ...(Option.isSome(delay) ? { retry_in_ms: Duration.toMillis(delay.value) } : {})
-      })
-    )
+      }))
+    }
 
     if (classified._tag === "Delivered") return JobQueue.JobResult.Complete({ set: { delivered_at: record.started_at }, log: logRow })
     if (classified._tag === "Ended") {

@@ -72,6 +72,58 @@ export const payload = (input: EventInput, id: string, createdAt: Date): Events.
 
 const encode = (event: Events.DeliveredEvent): unknown => (event.event === "lead" ? encodeLead(event) : encodeBooking(event))
 
+/** A `deliveries` row of an event (its payload as encoded JSON, not yet text). */
+export interface DeliveryRow {
+  readonly id: string
+  readonly account_id: string
+  readonly subscription_id: string
+  readonly event: Events.EventKind
+  readonly call_id: string
+  readonly source: string
+  readonly contact_external_id: string
+  readonly appointment_external_id: string | null
+  readonly target_url: string
+  readonly payload: unknown
+  readonly created_at: Date
+  readonly next_attempt_at: Date
+  readonly traceparent: string | null
+}
+
+/**
+ * The delivery rows of `input`, one per subscription of `matching` (each its
+ * own id, the `webhook-id`), due at `createdAt`, continuing `traceparent`.
+ */
+export const deliveryRows = (
+  input: EventInput,
+  matching: ReadonlyArray<{ readonly id: string; readonly targetUrl: string }>,
+  createdAt: Date,
+  traceparent: string | null
+): ReadonlyArray<DeliveryRow> => {
+  const kind = kindOf(input)
+  const appointmentId = Option.match(input.appointment, {
+    onNone: () => null,
+    onSome: (a) => (a.external_id === "" ? null : a.external_id)
+  })
+  return matching.map((subscription) => {
+    const id = randomUUID()
+    return {
+      id,
+      account_id: input.accountId,
+      subscription_id: subscription.id,
+      event: kind,
+      call_id: input.callId,
+      source: input.source,
+      contact_external_id: input.contact.external_id,
+      appointment_external_id: appointmentId,
+      target_url: subscription.targetUrl,
+      payload: encode(payload(input, id, createdAt)),
+      created_at: createdAt,
+      next_attempt_at: createdAt,
+      traceparent
+    }
+  })
+}
+
 /** Inserts the deliveries of an event. */
 export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout", {
   effect: Effect.gen(function*() {
@@ -90,30 +142,10 @@ export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout",
         if (matching.length === 0) return [] as ReadonlyArray<string>
         const createdAt = new Date(yield* Clock.currentTimeMillis)
         // Each delivery's attempts continue the trace that announced the event.
-        const traceparent = yield* TraceContext.current
-        const contactId = input.contact.external_id
-        const appointmentId = Option.match(input.appointment, {
-          onNone: () => null,
-          onSome: (a) => (a.external_id === "" ? null : a.external_id)
-        })
-        const rows = matching.map((subscription) => {
-          const id = randomUUID()
-          return {
-            id,
-            account_id: input.accountId,
-            subscription_id: subscription.id,
-            event: kind,
-            call_id: input.callId,
-            source: input.source,
-            contact_external_id: contactId,
-            appointment_external_id: appointmentId,
-            target_url: subscription.targetUrl,
-            payload: JSON.stringify(encode(payload(input, id, createdAt))),
-            created_at: createdAt,
-            next_attempt_at: createdAt,
-            traceparent
-          }
-        })
+        const rows = deliveryRows(input, matching, createdAt, yield* TraceContext.current).map((row) => ({
+          ...row,
+          payload: JSON.stringify(row.payload)
+        }))
         yield* sql`INSERT INTO deliveries ${sql.insert(rows)}`.pipe(Effect.orDie)
         yield* notifier.notify(DELIVERIES_CHANNEL, kind).pipe(Effect.orDie)
         return rows.map((r) => r.id)

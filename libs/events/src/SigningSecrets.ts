@@ -126,14 +126,19 @@ export class SigningSecrets extends Effect.Service<SigningSecrets>()("@crm-relay
         if (inserted.length === 0) yield* vault.remove(secretId)
       })).pipe(Effect.orDie)
 
-    const signing = Effect.fn("SigningSecrets.signing")(function*(accountId: string) {
-      const now = yield* Clock.currentTimeMillis
+    // What the cache holds for `accountId` at `now`, if it may still be trusted.
+    const fromCache = (accountId: string, now: number): SigningSet | undefined => {
       const cached = cache.get(accountId)
+      if (cached === undefined || now - cached.readAt >= CACHE_TTL_MS) return undefined
       // An overlap that ended since the read is dropped at once, without a read.
-      if (cached !== undefined && now - cached.readAt < CACHE_TTL_MS) {
-        const ended = Option.exists(cached.set.previousUntil, (until) => until.getTime() <= now)
-        return ended ? { ...cached.set, previous: Option.none(), previousUntil: Option.none() } : cached.set
-      }
+      const ended = Option.exists(cached.set.previousUntil, (until) => until.getTime() <= now)
+      return ended ? { ...cached.set, previous: Option.none(), previousUntil: Option.none() } : cached.set
+    }
+
+    const readOrCreate = Effect.fn("SigningSecrets.signing")(function*(accountId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const cached = fromCache(accountId, now)
+      if (cached !== undefined) return cached
       if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
       const stored = yield* read(accountId)
       if (Option.isSome(stored)) return remember(accountId, stored.value, now)
@@ -142,6 +147,13 @@ export class SigningSecrets extends Effect.Service<SigningSecrets>()("@crm-relay
       if (Option.isNone(created)) return yield* Effect.dieMessage(`The signing secret of account ${accountId} vanished after it was created`)
       return remember(accountId, created.value, now)
     })
+
+    // Every delivery asks: a cached answer costs no span (a span per delivery is a good part of its CPU).
+    const signing = (accountId: string): Effect.Effect<SigningSet, AccountNotFound> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const cached = fromCache(accountId, now)
+        return cached === undefined ? readOrCreate(accountId) : Effect.succeed(cached)
+      })
 
     return {
       /** The account's current `whsec_…` secret, created on first use. */

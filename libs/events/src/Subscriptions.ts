@@ -42,6 +42,14 @@ export const SubscriptionSummary = Schema.Struct({
 }).annotations({ identifier: "SubscriptionSummary" })
 export type SubscriptionSummary = typeof SubscriptionSummary.Type
 
+/**
+ * The condition over a `subscriptions` row (unqualified columns) that it
+ * receives events of `kind`: active, not disabled, subscribed to the kind or
+ * to all. The fan-out's matching, for statements that fan out themselves.
+ */
+export const receiving = (sql: SqlClient.SqlClient, kind: Events.EventKind) =>
+  sql`removed_at IS NULL AND disabled_at IS NULL AND event IN ${sql.in(Events.subscribedEventsFor(kind))}`
+
 /** Creates, removes and lists subscriptions. */
 export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/events/Subscriptions", {
   effect: Effect.gen(function*() {
@@ -70,11 +78,11 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
             RETURNING id`
     })
     const activeFor = SqlSchema.findAll({
-      Request: Schema.Struct({ accountId: Schema.String, events: Schema.Array(Schema.String) }),
+      Request: Schema.Struct({ accountId: Schema.String, kind: Schema.Literal("lead", "booking") }),
       Result: Subscription,
-      execute: ({ accountId, events }) =>
+      execute: ({ accountId, kind }) =>
         sql`SELECT id, target_url AS "targetUrl", event FROM subscriptions
-            WHERE account_id = ${accountId} AND removed_at IS NULL AND disabled_at IS NULL AND event IN ${sql.in(events)}
+            WHERE account_id = ${accountId} AND ${receiving(sql, kind)}
             ORDER BY seq`
     })
     const allActive = SqlSchema.findAll({
@@ -134,7 +142,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
        * (`kind` or `all`), oldest first: the fan-out's targets, in its transaction.
        */
       matching: Effect.fn("Subscriptions.matching")(function*(accountId: string, kind: Events.EventKind) {
-        return yield* Effect.orDie(activeFor({ accountId, events: Events.subscribedEventsFor(kind) }))
+        return yield* Effect.orDie(activeFor({ accountId, kind }))
       }),
 
       /** The account's active subscription `id`, if it is one. */

@@ -25,6 +25,11 @@ export class Notifier extends Context.Tag("@crm-relay/store/Notifier")<
     readonly notify: (channel: string, payload: string) => Effect.Effect<void, SqlError>
     /** The payloads sent to `channel` from now on (by any replica). */
     readonly listen: (channel: string) => Stream.Stream<string, SqlError>
+    /**
+     * The database's name of `channel` (namespaced by schema), for a statement
+     * that notifies with `pg_notify` itself (e.g. as part of an INSERT).
+     */
+    readonly channel: (channel: string) => string
   }
 >() {}
 
@@ -56,7 +61,7 @@ export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlCli
   Effect.gen(function*() {
     const pg = yield* PgClient.PgClient
     const name = yield* namespaced
-    return Notifier.of({ notify: yield* makeNotify, listen: (channel) => pg.listen(name(channel)) })
+    return Notifier.of({ notify: yield* makeNotify, listen: (channel) => pg.listen(name(channel)), channel: name })
   })
 )
 
@@ -85,6 +90,7 @@ export const layerPglite: Layer.Layer<Notifier, SqlError, PgliteClient | SqlClie
       )
     return Notifier.of({
       notify: yield* makeNotify,
+      channel: name,
       listen: (channel) => {
         const full = name(channel)
         return Stream.unwrapScoped(

@@ -77,7 +77,7 @@ const runListening = <R>(
   Effect.gen(function*() {
     const probe = ListenProbe.make()
     const probed = Effect.map(Notifier, (notifier) =>
-      Notifier.of({ notify: notifier.notify, listen: (channel) => probe.tap(notifier.listen(channel)) }))
+      Notifier.of({ notify: notifier.notify, channel: notifier.channel, listen: (channel) => probe.tap(notifier.listen(channel)) }))
     const runner = yield* JobQueue.run(jobs, handler, options).pipe(Effect.provideServiceEffect(Notifier, probed), Effect.fork)
     yield* probe.hears(JobQueue.wake(jobs))
     return runner
@@ -561,6 +561,53 @@ layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) =
       // Not before it is due, and within minutes rather than the hour of the poll: the due time woke it.
       yield* eventually(Effect.sync(() => started.length === 1))
       expect(started[0]!).toBeGreaterThanOrEqual(due)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Fair queues: a receiver's backlog larger than its share drains on job ends alone (one-hour poll, no further notification), at most its share running at once, and another key's late work is not held behind it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const plain = yield* makeTable()
+      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
+      const jobs = JobQueue.table({
+        table: plain.table,
+        row: Schema.Struct({ label: Schema.String, target: Schema.String }),
+        fairness: { key: "target", group: "account" }
+      })
+      const insert = (count: number, target: string, account: string) =>
+        sql`INSERT INTO ${sql(jobs.table)} ${
+          sql.insert(Array.from({ length: count }, (_, i) => ({
+            label: `${target}-${i}`,
+            next_attempt_at: new Date(Date.now() - 1000),
+            target,
+            account
+          })))
+        }`
+      const running = new Map<string, number>()
+      const most = new Map<string, number>()
+      const done = new Map<string, number>()
+      const runner = yield* runListening(jobs, (job) =>
+        Effect.gen(function*() {
+          const target = (job.data as { target: string }).target
+          running.set(target, (running.get(target) ?? 0) + 1)
+          most.set(target, Math.max(most.get(target) ?? 0, running.get(target)!))
+          // Real time (the jobs overlap and end one by one, some while a claim runs), not the hour of the poll.
+          yield* pause(Number(job.id.slice(-1) === "0") * 3)
+          running.set(target, running.get(target)! - 1)
+          done.set(target, (done.get(target) ?? 0) + 1)
+          return JobQueue.JobResult.Complete({})
+        }), { concurrency: 16, maxPerKey: 8, pollInterval: Duration.hours(1) })
+      yield* insert(400, "https://busy.example", "A")
+      yield* JobQueue.wake(jobs)
+      // Only the ends of the busy key's own jobs can claim the rest of its backlog: one wake-up was sent.
+      yield* eventually(Effect.sync(() => (done.get("https://busy.example") ?? 0) >= 100))
+      yield* insert(3, "https://late.example", "B")
+      yield* JobQueue.wake(jobs)
+      yield* eventually(Effect.sync(() => done.get("https://busy.example") === 400 && done.get("https://late.example") === 3))
+      expect(most.get("https://busy.example")).toBe(8)
+      // Each ran once, and each result is stored.
+      yield* eventually(Effect.map(rowsOf(jobs), (rows) => rows.every((row) => row.status === "done")))
+      expect((yield* rowsOf(jobs)).filter((row) => row.attempts !== 1)).toEqual([])
       yield* Fiber.interrupt(runner)
     }))
 

@@ -15,7 +15,8 @@
  *    graphile-worker: jobs added in batches), then a fresh worker process
  *    drains them: deliveries/s from the first to the last delivery, CPU per
  *    delivery of the worker process and of the database's backends
- *    (PostgreSQL processes serving this database, /proc), peak RSS.
+ *    (PostgreSQL processes serving this database, /proc), peak RSS, and the
+ *    TLS connections the receiver accepted (keep-alive: a few per worker).
  * 2. Latency: `--latency-count` events offered at `--rate` per second to a
  *    running worker: enqueue accepted (crm-relay: the 202 of
  *    `POST /v1/calls/{id}/outcome`; graphile-worker: add_job returned) →
@@ -170,12 +171,35 @@ const backendCpuSince = (admin: PgClient.PgClient, before: Map<number, number>) 
     return total
   })
 
+/** Transactions committed or rolled back in the current database so far (pg_stat_database). */
+const transactions = (admin: PgClient.PgClient) =>
+  Effect.map(
+    admin<{ n: string }>`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`.pipe(
+      Effect.orDie
+    ),
+    (rows) => Number(rows[0]?.n ?? 0)
+  )
+
+/**
+ * Transactions per delivery since `before`, once the drain's worker exited: a backend reports its
+ * counts at exit (or about once a second while it runs), so this waits a second for the last ones.
+ */
+const transactionsSince = (admin: PgClient.PgClient, before: number, deliveries: number) =>
+  Effect.zipRight(Effect.sleep("1 second"), Effect.map(transactions(admin), (after) => (after - before) / deliveries))
+
 /** One system's figures of one round. */
 interface RoundFigures {
   readonly drainPerSecond: number
   readonly workerCpuMicros: number
   readonly databaseCpuMicros: number
   readonly rssMiB: number
+  /**
+   * Database transactions per delivery during the drain (pg_stat_database; outside a transaction block
+   * each statement is one), counted once the worker exited, as backends report their counts at exit.
+   */
+  readonly transactionsPerDelivery: number
+  /** TLS connections the receiver accepted during the drain (keep-alive: a few, not one per delivery). */
+  readonly connections: number
   readonly p50: number
   readonly p99: number
   readonly requestP50?: number
@@ -191,7 +215,7 @@ const report = (name: string, f: RoundFigures) =>
   Console.log(
     `  ${name}: drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
       f.databaseCpuMicros.toFixed(0)
-    } µs; peak RSS ${f.rssMiB.toFixed(0)} MiB; accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
+    } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
       f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
     }`
   )
@@ -277,8 +301,10 @@ const main = Effect.gen(function*() {
   const crmRelayRound = (round: number) =>
     Effect.gen(function*() {
       const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
+      const transactionsBefore = yield* transactions(admin)
       const drained = yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin)
+        const connectionsBefore = receiver.arrivals.connections
         const server = yield* startServer(env, "all")
         const workerBefore = yield* cpuSeconds(server.pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
@@ -290,7 +316,9 @@ const main = Effect.gen(function*() {
           drainPerSecond: latencies.length / ((last - first) / 1000),
           workerCpuMicros: (worker / latencies.length) * 1e6,
           databaseCpuMicros: (databaseCpu / latencies.length) * 1e6,
-          rssMiB: yield* peakRssMiB(server.pid)
+          deliveries: latencies.length,
+          rssMiB: yield* peakRssMiB(server.pid),
+          connections: receiver.arrivals.connections - connectionsBefore
         }
       }))
       const latency = yield* Effect.scoped(Effect.gen(function*() {
@@ -311,7 +339,8 @@ const main = Effect.gen(function*() {
           requestP99: percentile(requests, 99)
         }
       }))
-      return { ...drained, ...latency } satisfies RoundFigures
+      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
+      return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
 
   const jobPayload = (callId: string) => ({ url: receiver.url, body: body.replace("{", `{"call_id":${JSON.stringify(callId)},`) })
@@ -330,8 +359,10 @@ const main = Effect.gen(function*() {
         ).pipe(Effect.orDie)
         for (const callId of batch) backlog.set(callId, performance.now())
       }
+      const transactionsBefore = yield* transactions(admin)
       const drained = yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin)
+        const connectionsBefore = receiver.arrivals.connections
         const pid = yield* startPeer(peerEnv)
         const workerBefore = yield* cpuSeconds(pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
@@ -343,7 +374,9 @@ const main = Effect.gen(function*() {
           drainPerSecond: latencies.length / ((last - first) / 1000),
           workerCpuMicros: (worker / latencies.length) * 1e6,
           databaseCpuMicros: (databaseCpu / latencies.length) * 1e6,
-          rssMiB: yield* peakRssMiB(pid)
+          deliveries: latencies.length,
+          rssMiB: yield* peakRssMiB(pid),
+          connections: receiver.arrivals.connections - connectionsBefore
         }
       }))
       const latency = yield* Effect.scoped(Effect.gen(function*() {
@@ -368,7 +401,8 @@ const main = Effect.gen(function*() {
         const { latencies } = measure(receiver.arrivals, yield* offer("live", latencyCount))
         return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
       }))
-      return { ...drained, ...latency } satisfies RoundFigures
+      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
+      return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
 
   // The peer's schema (its migrations run when it first starts), before any job is added.
@@ -392,6 +426,8 @@ const main = Effect.gen(function*() {
     workerCpuMicros: median(figures.map((f) => f.workerCpuMicros)),
     databaseCpuMicros: median(figures.map((f) => f.databaseCpuMicros)),
     rssMiB: median(figures.map((f) => f.rssMiB)),
+    connections: median(figures.map((f) => f.connections)),
+    transactionsPerDelivery: median(figures.map((f) => f.transactionsPerDelivery)),
     p50: median(figures.map((f) => f.p50)),
     p99: median(figures.map((f) => f.p99)),
     ...(figures[0]?.requestP50 === undefined ? {} : {

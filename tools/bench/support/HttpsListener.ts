@@ -16,15 +16,20 @@ export interface HttpsListener {
   readonly hangUp: Effect.Effect<void>
 }
 
-/** Serves `handler` for the scope (keep-alive 60 s, as a receiver behind a load balancer would). */
+/**
+ * Serves `handler` for the scope (keep-alive 60 s, as a receiver behind a load balancer would);
+ * `onConnection` is called for each TLS connection accepted.
+ */
 export const listen = (
   tls: Certificate.TlsMaterial,
-  handler: (request: Http.IncomingMessage, response: Http.ServerResponse) => void
+  handler: (request: Http.IncomingMessage, response: Http.ServerResponse) => void,
+  onConnection: () => void = () => {}
 ): Effect.Effect<HttpsListener, never, Scope.Scope> =>
   Effect.gen(function*() {
     const sockets = new Set<Socket>()
     const server = Https.createServer({ cert: tls.cert, key: tls.key, keepAliveTimeout: 60_000 }, handler)
     server.on("secureConnection", (socket: Socket) => {
+      onConnection()
       sockets.add(socket)
       socket.on("close", () => sockets.delete(socket))
     })

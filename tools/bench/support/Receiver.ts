@@ -7,18 +7,23 @@ import type { Certificate } from "@crm-relay/testing"
 import { Effect } from "effect"
 import { listen, readBody } from "./HttpsListener.js"
 
-/** First arrival time (performance.now()) per call id, and how many requests carried an already-seen webhook-id. */
+/**
+ * First arrival time (performance.now()) per call id, how many requests carried an already-seen
+ * webhook-id, and how many TLS connections were opened (a sender that keeps connections alive opens
+ * few; one per request would mean a handshake per delivery).
+ */
 export interface Arrivals {
   readonly byCall: Map<string, number>
   readonly webhookIds: Set<string>
   duplicates: number
   total: number
+  connections: number
 }
 
 /** The receiver for the scope: its arrivals and the subscription URL that reaches it. */
 export const startReceiver = (tls: Certificate.TlsMaterial) =>
   Effect.gen(function*() {
-    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0 }
+    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0, connections: 0 }
     const listener = yield* listen(tls, (request, response) =>
       readBody(request, (body) => {
         const at = performance.now()
@@ -30,7 +35,9 @@ export const startReceiver = (tls: Certificate.TlsMaterial) =>
         if (!arrivals.byCall.has(callId)) arrivals.byCall.set(callId, at)
         response.writeHead(200, { "content-type": "application/json" })
         response.end("{}")
-      }))
+      }), () => {
+      arrivals.connections++
+    })
     return { arrivals, url: `https://127.0.0.1:${listener.port}/hooks/bench?source=bench` }
   })
 

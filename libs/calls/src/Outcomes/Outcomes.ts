@@ -12,8 +12,11 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Accounts, Fanout } from "@crm-relay/events"
-import { Effect, Option, Schema } from "effect"
+import { Fanout, Subscriptions } from "@crm-relay/events"
+import { Notifier } from "@crm-relay/store"
+import { isUuid } from "@crm-relay/store/Ids"
+import * as TraceContext from "@crm-relay/store/TraceContext"
+import { Clock, Effect, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
 import { eventOf, withoutPush } from "./Announcement.js"
@@ -52,26 +55,37 @@ export const digest = (encoded: CallOutcomeEncoded): string =>
 
 const routeNames = { Push: "push", EventOnly: "event", StoreOnly: "store" } as const
 
+/** The `call_outcomes` row of an accepted outcome. */
+const OutcomeRow = Schema.Struct({
+  callId: Schema.String,
+  accountId: Schema.String,
+  tenantId: Schema.String,
+  classification: Schema.String,
+  body: Schema.String,
+  digest: Schema.String,
+  route: RouteName,
+  reason: Schema.String
+})
+
+/** What routing an outcome reads (see `facts`). */
+const Facts = Schema.Struct({
+  mode: Schema.Literal("live", "demo", "sandbox"),
+  crm_push: Schema.NullOr(Schema.Boolean),
+  classifications: Schema.NullOr(Schema.Array(Schema.String)),
+  connected: Schema.Boolean,
+  subscriptions: Schema.Array(Schema.Struct({ id: Schema.String, targetUrl: Schema.String }))
+})
+
 /** Accepts and reads call outcomes. */
 export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outcomes", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const accounts = yield* Accounts.Accounts
-    const routing = yield* Routing.Routing
+    const notifier = yield* Notifier.Notifier
     const jobs = yield* CrmPushJobs
     const fanout = yield* Fanout.Fanout
 
     const insert = SqlSchema.findOne({
-      Request: Schema.Struct({
-        callId: Schema.String,
-        accountId: Schema.String,
-        tenantId: Schema.String,
-        classification: Schema.String,
-        body: Schema.String,
-        digest: Schema.String,
-        route: RouteName,
-        reason: Schema.String
-      }),
+      Request: OutcomeRow,
       Result: Schema.Struct({ call_id: Schema.String }),
       execute: (r) =>
         sql`INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason)
@@ -102,17 +116,74 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
               event_fanned_out_at, received_at, body
             FROM call_outcomes WHERE call_id = ${callId}`
     })
-    // Existence only: the credentials are decrypted by the worker, not at acceptance.
-    const connected = (accountId: string, tenantId: string) =>
-      Effect.map(
-        sql<{ one: number }>`SELECT 1 AS one FROM connections WHERE account_id = ${accountId} AND tenant_id = ${tenantId}`,
-        (rows) => rows.length > 0
-      )
     // Marks the outcome announced unless it already is (the row lock serializes concurrent finishers).
     const markAnnounced = (callId: string, event: Fanout.EventInput) =>
       sql`UPDATE call_outcomes SET event_kind = ${Fanout.kindOf(event)}, event_deliveries = 0, event_fanned_out_at = now()
           WHERE call_id = ${callId} AND event_fanned_out_at IS NULL
           RETURNING call_id`.pipe(Effect.map((rows) => rows.length > 0))
+
+    // What the route of an outcome needs, in one statement: the account's mode, its routing rules (none
+    // stored: the defaults), whether the tenant has a bridge (existence only: the credentials are decrypted
+    // by the worker, not at acceptance), and the subscriptions an event of `kind` goes to.
+    const facts = SqlSchema.findOne({
+      Request: Schema.Struct({ accountId: Schema.String, tenantId: Schema.String, kind: Schema.Literal("lead", "booking") }),
+      Result: Facts,
+      execute: ({ accountId, kind, tenantId }) =>
+        sql`SELECT a.mode, rules.crm_push, rules.classifications,
+              EXISTS (SELECT 1 FROM connections AS c WHERE c.account_id = a.id AND c.tenant_id = ${tenantId}) AS connected,
+              (SELECT COALESCE(jsonb_agg(jsonb_build_object('id', s.id, 'targetUrl', s.target_url) ORDER BY s.seq), '[]'::jsonb)
+                FROM subscriptions AS s WHERE s.account_id = a.id AND ${Subscriptions.receiving(sql, kind)}) AS subscriptions
+            FROM accounts AS a LEFT JOIN routing_rules AS rules ON rules.account_id = a.id
+            WHERE a.id = ${accountId}`
+    })
+
+    // An outcome stored only or announced at once is one statement: the outcome row, its deliveries and the
+    // delivery worker's wake-up (pg_notify, sent when the statement commits), all or nothing. Nothing is
+    // written when the call id was already accepted (`inserted` false).
+    const insertAnnounced = (
+      row: typeof OutcomeRow.Type,
+      kind: "lead" | "booking" | null,
+      deliveries: ReadonlyArray<Fanout.DeliveryRow>
+    ) =>
+      sql<{ inserted: boolean }>`
+        WITH outcome AS (
+          INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason,
+            event_kind, event_deliveries, event_fanned_out_at)
+          VALUES (${row.callId}, ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest},
+            ${row.route}, ${row.reason}, ${kind}, ${kind === null ? null : deliveries.length},
+            CASE WHEN ${kind !== null} THEN now() END)
+          ON CONFLICT (call_id) DO NOTHING
+          RETURNING call_id
+        ), queued AS (
+          INSERT INTO deliveries (id, account_id, subscription_id, event, call_id, source, contact_external_id,
+            appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent)
+          SELECT id, account_id, subscription_id, event, call_id, source, contact_external_id,
+            appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent
+          FROM jsonb_populate_recordset(NULL::deliveries, ${JSON.stringify(deliveries)}::jsonb)
+          WHERE EXISTS (SELECT 1 FROM outcome)
+          RETURNING id
+        )
+        SELECT EXISTS (SELECT 1 FROM outcome) AS inserted,
+          (SELECT pg_notify(${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${kind ?? "none"})::text FROM queued LIMIT 1) IS NOT NULL
+            AS notified`.pipe(Effect.map((rows) => rows[0]?.inserted === true))
+
+    // The answer to an outcome whose call id was already accepted: the first acceptance, or a conflict.
+    const acceptedBefore = (callId: string, bodyDigest: string) =>
+      Effect.gen(function*() {
+        const previous = yield* Effect.orDie(existing(callId))
+        if (Option.isNone(previous) || previous.value.body_digest !== bodyDigest) {
+          return yield* new OutcomeConflict({ callId })
+        }
+        const p = previous.value
+        return {
+          call_id: callId,
+          duplicate: true,
+          route: p.route,
+          reason: p.route_reason,
+          ...(p.push_job_id !== null ? { push_job_id: p.push_job_id } : {}),
+          ...(p.event_deliveries !== null ? { deliveries: p.event_deliveries } : {})
+        } satisfies Accepted
+      })
 
     /**
      * Fans the event of `callId` out once: the first caller marks the outcome
@@ -128,67 +199,56 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       return Option.some(ids.length)
     })
 
+    // Accepting costs two statements when nothing is pushed (what the route needs; the outcome with its
+    // deliveries), a short transaction when a push job is queued.
     const accept = Effect.fn("Outcomes.accept")(function*(callId: string, outcome: CallOutcome) {
-      const account = yield* accounts.find(outcome.account_id)
-      if (Option.isNone(account)) return yield* new UnknownAccount({ accountId: outcome.account_id })
+      const event = eventOf(callId, outcome, withoutPush(outcome))
+      const kind = Fanout.kindOf(event)
+      const known = isUuid(outcome.account_id)
+        ? yield* Effect.orDie(facts({ accountId: outcome.account_id, tenantId: outcome.tenant_id, kind }))
+        : Option.none()
+      if (Option.isNone(known)) return yield* new UnknownAccount({ accountId: outcome.account_id })
+      const { classifications, connected, crm_push, mode, subscriptions } = known.value
+      const rules: Routing.RoutingRules = crm_push === null || classifications === null
+        ? Routing.DEFAULT_RULES
+        : { crm_push, classifications }
+      const route = Routing.decide(outcome, { mode, rules, connected: mode === "live" && rules.crm_push && connected })
       const encoded = encodeOutcome(outcome)
       const bodyDigest = digest(encoded)
+      const row = {
+        callId,
+        accountId: outcome.account_id,
+        tenantId: outcome.tenant_id,
+        classification: outcome.classification,
+        body: JSON.stringify(encoded),
+        digest: bodyDigest,
+        route: routeNames[route._tag],
+        reason: route._tag === "Push" ? "A CRM push job was queued; the event follows when it ends." : route.reason
+      }
 
-      return yield* sql.withTransaction(
-        Effect.gen(function*() {
-          const rules = yield* routing.get(outcome.account_id)
-          const needsConnection = account.value.mode === "live" && rules.crm_push
-          const route = Routing.decide(outcome, {
-            mode: account.value.mode,
-            rules,
-            connected: needsConnection && (yield* Effect.orDie(connected(outcome.account_id, outcome.tenant_id)))
+      if (route._tag === "Push") {
+        return yield* sql.withTransaction(
+          Effect.gen(function*() {
+            const inserted = yield* Effect.orDie(insert(row))
+            if (Option.isNone(inserted)) return yield* acceptedBefore(callId, bodyDigest)
+            const jobId = yield* jobs.enqueue({ callId, accountId: outcome.account_id, tenantId: outcome.tenant_id })
+            return { call_id: callId, duplicate: false, route: "push", reason: row.reason, push_job_id: jobId } satisfies Accepted
           })
-          const reason = route._tag === "Push" ? "A CRM push job was queued; the event follows when it ends." : route.reason
-          const inserted = yield* Effect.orDie(insert({
-            callId,
-            accountId: outcome.account_id,
-            tenantId: outcome.tenant_id,
-            classification: outcome.classification,
-            body: JSON.stringify(encoded),
-            digest: bodyDigest,
-            route: routeNames[route._tag],
-            reason
-          }))
-          if (Option.isNone(inserted)) {
-            const previous = yield* Effect.orDie(existing(callId))
-            if (Option.isNone(previous) || previous.value.body_digest !== bodyDigest) {
-              return yield* new OutcomeConflict({ callId })
-            }
-            const p = previous.value
-            return {
-              call_id: callId,
-              duplicate: true,
-              route: p.route,
-              reason: p.route_reason,
-              ...(p.push_job_id !== null ? { push_job_id: p.push_job_id } : {}),
-              ...(p.event_deliveries !== null ? { deliveries: p.event_deliveries } : {})
-            } satisfies Accepted
-          }
-          switch (route._tag) {
-            case "Push": {
-              const jobId = yield* jobs.enqueue({ callId, accountId: outcome.account_id, tenantId: outcome.tenant_id })
-              return { call_id: callId, duplicate: false, route: "push", reason, push_job_id: jobId } satisfies Accepted
-            }
-            case "EventOnly": {
-              const deliveries = yield* announce(callId, eventOf(callId, outcome, withoutPush(outcome)))
-              return {
-                call_id: callId,
-                duplicate: false,
-                route: "event",
-                reason,
-                deliveries: Option.getOrElse(deliveries, () => 0)
-              } satisfies Accepted
-            }
-            case "StoreOnly":
-              return { call_id: callId, duplicate: false, route: "store", reason } satisfies Accepted
-          }
-        })
-      ).pipe(Effect.catchTag("SqlError", Effect.die))
+        ).pipe(Effect.catchTag("SqlError", Effect.die))
+      }
+      const announced = route._tag === "EventOnly"
+      const deliveries = announced
+        ? Fanout.deliveryRows(event, subscriptions, new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
+        : []
+      const inserted = yield* Effect.orDie(insertAnnounced(row, announced ? kind : null, deliveries))
+      if (!inserted) return yield* acceptedBefore(callId, bodyDigest)
+      return {
+        call_id: callId,
+        duplicate: false,
+        route: row.route,
+        reason: row.reason,
+        ...(announced ? { deliveries: deliveries.length } : {})
+      } satisfies Accepted
     })
 
     return {
