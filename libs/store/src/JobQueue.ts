@@ -47,11 +47,7 @@
  *   runner takes back leases of other (dead) processes at once.
  * - Runners wake on LISTEN/NOTIFY (`wake`, sent by whoever inserts jobs), on
  *   the next due time they computed, and on a poll interval as a safety net
- *   (short on PGlite, long on PostgreSQL). A job's end wakes its runner only
- *   when it may have left due work unclaimed: its key was full at a claim and
- *   now has a quarter of its share free (so a busy key's backlog is claimed a
- *   few rows at a time, not one claim per job), the runner was full, or the
- *   job was retried (the next due time changed).
+ *   (short on PGlite, long on PostgreSQL).
  * - Interrupting a runner (clean shutdown) stops claiming, lets running jobs
  *   finish for a grace period, interrupts the rest and releases their leases
  *   in one statement (the attempt is given back), so another replica takes
@@ -74,7 +70,6 @@ import {
   FiberMap,
   Metric,
   MetricBoundaries,
-  MetricLabel,
   Option,
   type ParseResult,
   Queue,
@@ -719,14 +714,6 @@ export const run = <A, R>(
     const maxPerKey = Math.max(1, options.maxPerKey ?? defaultMaxPerKey(concurrency))
     const shares: ClaimShares | undefined = jobs.fairness === undefined ? undefined : { maxPerKey, running: perKey }
     const busyKeys = () => Array.from(perKey).filter(([, n]) => n >= maxPerKey).map(([key]) => key)
-    // A job that ends wakes the claimer only once its key has this much room (or the runner was full):
-    // a busy key's backlog is then claimed a few rows at a time, not one claim per job that ends. Other
-    // wake-ups (a notification, the next due time, the poll) claim whatever room there is at once.
-    const claimRoom = Math.max(1, Math.floor(maxPerKey / 4))
-    // Keys that were full after a claim: only their jobs' ends can leave claimable work behind.
-    const saturated = new Set<string>()
-    // The earliest retry this runner stored since the database was last asked for the next due time.
-    let retryDue = Number.POSITIVE_INFINITY
     let stopping = false
 
     // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
@@ -776,20 +763,24 @@ export const run = <A, R>(
         Effect.uninterruptible
       )
 
-    // The labels of each result, made once: a metric keeps one hook per label array it has seen, so
-    // updating with the same array costs no key hashing per job.
-    const labelsOf = (result: JobResult["_tag"]) => [
-      MetricLabel.make("queue", jobs.table),
-      MetricLabel.make("result", resultLabel[result])
-    ]
-    const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
+    const counted = {
+      End: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.End),
+      Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
+      Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
+      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
+    }
+    const timed = {
+      End: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.End),
+      Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
+      Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
+      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
+    }
     const clock = yield* Effect.clock
     const observe = (result: JobResult, started: bigint) =>
-      Effect.sync(() => {
-        const tags = labels[result._tag]
-        jobsRun.unsafeUpdate(1, tags)
-        jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
-      })
+      Effect.zipRight(
+        Metric.increment(counted[result._tag]),
+        Metric.update(timed[result._tag], Number(clock.unsafeCurrentTimeNanos() - started) / 1e9)
+      )
 
     // One span per attempt, in the trace that queued the job when the table stores it.
     const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
@@ -802,30 +793,9 @@ export const run = <A, R>(
       }
     }
 
-    // What a job's end means for claiming: wake the claimer when the end may have freed room that due
-    // work waits for, or when the job was retried (the claimer's next due time changed).
-    const ended = (job: Job<A>, retried: boolean) =>
-      Effect.flatMap(FiberMap.size(running), (size) => {
-        finishing.delete(job.id)
-        if (job.key === undefined) return wakeUp.offer(void 0)
-        const left = (perKey.get(job.key) ?? 1) - 1
-        if (left <= 0) perKey.delete(job.key)
-        else perKey.set(job.key, left)
-        // This job still counts in `size`: a full runner frees a slot any key's due work may wait for.
-        if (size >= concurrency || retried) return wakeUp.offer(void 0)
-        // A key that was full at a claim may have due work left behind: claim it once a quarter of its
-        // share is free (a few rows a claim, not one claim per job). Any other key's due work was claimed.
-        if (saturated.has(job.key) && maxPerKey - left >= claimRoom) {
-          saturated.delete(job.key)
-          return wakeUp.offer(void 0)
-        }
-        return Effect.void
-      })
-
     const runJob = (job: Job<A>) =>
       Effect.suspend(() => {
         const started = clock.unsafeCurrentTimeNanos()
-        let retried = false
         return Effect.suspend(() => handler(job)).pipe(
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause)
@@ -837,21 +807,22 @@ export const run = <A, R>(
           ),
           // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
           Effect.flatMap((result) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                finishing.add(job.id)
-                if (result._tag === "Retry") {
-                  retried = true
-                  retryDue = Math.min(retryDue, clock.unsafeCurrentTimeMillis() + Duration.toMillis(result.delay))
-                }
-              }),
-              Effect.zipRight(finish(job, result), observe(result, started))
-            )
+            Effect.zipRight(Effect.sync(() => finishing.add(job.id)), Effect.zipRight(finish(job, result), observe(result, started)))
           ),
-          Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job)),
-          Effect.ensuring(Effect.suspend(() => ended(job, retried)))
+          Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
         )
       }).pipe(
+        Effect.ensuring(Effect.zipRight(
+          Effect.sync(() => {
+            finishing.delete(job.id)
+            if (job.key !== undefined) {
+              const left = (perKey.get(job.key) ?? 1) - 1
+              if (left <= 0) perKey.delete(job.key)
+              else perKey.set(job.key, left)
+            }
+          }),
+          wakeUp.offer(void 0)
+        )),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)
       )
@@ -882,35 +853,13 @@ export const run = <A, R>(
       Effect.gen(function*() {
         let wait = poll
         if (untilDue) {
-          retryDue = Number.POSITIVE_INFINITY
           const due = yield* queue.nextDue(busyKeys())
           if (Option.isSome(due)) {
             const millis = Math.max(0, due.value.getTime() - (yield* Clock.currentTimeMillis))
             wait = Duration.min(wait, Duration.millis(millis))
           }
-        } else if (retryDue !== Number.POSITIVE_INFINITY) {
-          // A job this runner retried is due before the poll would come.
-          wait = Duration.min(wait, Duration.millis(Math.max(0, retryDue - (yield* Clock.currentTimeMillis))))
         }
         yield* Effect.raceFirst(wakeUp.take, Effect.sleep(wait))
-      })
-
-    // After a claim: the keys that got all the room they had may have due work left behind (a partial
-    // claim took everything else that was due; after a full one the next claim follows at once). Jobs of
-    // such a key that ended while the claim ran have not woken the claimer: wake it if they left room.
-    const noteSaturated = (heldBefore: ReadonlyMap<string, number>, got: ReadonlyMap<string, number>, partial: boolean) =>
-      Effect.suspend(() => {
-        if (partial) saturated.clear()
-        for (const key of new Set([...heldBefore.keys(), ...got.keys()])) {
-          if ((got.get(key) ?? 0) >= maxPerKey - (heldBefore.get(key) ?? 0)) saturated.add(key)
-        }
-        for (const key of saturated) {
-          if (maxPerKey - (perKey.get(key) ?? 0) >= claimRoom) {
-            saturated.delete(key)
-            return wakeUp.offer(void 0)
-          }
-        }
-        return Effect.void
       })
 
     let failures = 0
@@ -920,26 +869,17 @@ export const run = <A, R>(
       const free = concurrency - (yield* FiberMap.size(running))
       if (free <= 0) return yield* idle(false)
       const want = Math.min(free, batchSize)
-      // The room each key had for this claim (jobs of a key may end while it runs).
-      const heldBefore = new Map(perKey)
       const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
-      const got = new Map<string, number>()
       for (const job of claimed) {
-        if (job.key !== undefined) {
-          perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-          got.set(job.key, (got.get(job.key) ?? 0) + 1)
-        }
+        if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
         yield* FiberMap.run(running, job.id, runJob(job))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
-      if (shares !== undefined) yield* noteSaturated(heldBefore, got, claimed.length < want)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
-      // wake-up (a notification, a job ending with room for a full key, a retry of this runner coming
-      // due) claims again; only an empty claim looks for the next due time (one query fewer per wake-up
-      // under load), or a partial one once a retry of this runner came due (it may have been a moment
-      // early: the database then says when).
-      if (claimed.length < want) yield* idle(claimed.length === 0 || retryDue <= (yield* Clock.currentTimeMillis))
+      // wake-up (a notification, a job ending) claims again; only an empty claim looks for the next
+      // due time (one query fewer per wake-up under load).
+      if (claimed.length < want) yield* idle(claimed.length === 0)
     }).pipe(
       // The database may be unreachable for a while: keep trying, never let the runner die.
       Effect.catchAllCause((cause) =>
