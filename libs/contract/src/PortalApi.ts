@@ -15,6 +15,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchem
 import { Context, Schema } from "effect"
 import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
 import { Report as ConformanceReport } from "./Conformance.js"
+import * as Deliveries from "./Deliveries.js"
 import { CapabilitiesResponse } from "./Operations.js"
 import {
   RecoverRequest,
@@ -348,7 +349,8 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
 // Activity: webhook deliveries and CRM pushes
 // ---------------------------------------------------------------------------
 
-export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "ended")
+/** A delivery's state, as the internal API lists it. */
+export const DeliveryStatus = Deliveries.DeliveryStatus
 
 /** One webhook delivery in the activity list. */
 export const DeliveryView = Schema.Struct({
@@ -378,7 +380,7 @@ export const AttemptView = Schema.Struct({
   duration_ms: Schema.Int,
   error_class: Schema.NullOr(Schema.String),
   error: Schema.NullOr(Schema.String),
-  result: Schema.Literal("delivered", "retry", "failed", "ended")
+  result: Deliveries.AttemptResult
 }).annotations({ identifier: "PortalAttempt" })
 
 export const DeliveryDetail = Schema.Struct({

@@ -42,7 +42,8 @@ export const deliveryView = (d: Deliveries.Delivery): DeliveryView => ({
     : { at: iso(d.last_attempt_at), status_code: d.last_status_code, error_class: d.last_error_class }
 })
 
-const attemptView = (a: Deliveries.Attempt): AttemptView => ({
+/** One attempt as the operator (and the account, in the Integrations area) sees it. */
+export const attemptView = (a: Deliveries.Attempt): AttemptView => ({
   attempt: a.attempt,
   at: iso(a.started_at),
   status_code: a.status_code,

@@ -22,7 +22,7 @@ import {
 } from "@crm-relay/events"
 import * as Audit from "@crm-relay/store/Audit"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { displayTarget } from "../internal/DeliveriesApiLive.js"
+import { attemptView, displayTarget } from "../internal/DeliveriesApiLive.js"
 import { toSettings } from "../internal/ConnectionsApiLive.js"
 import { notFound, recoverRefusals, recoveryView, stateOf } from "../internal/SubscriptionLifecycleApiLive.js"
 import * as StoredConnectionCheck from "../../workers/StoredConnectionCheck.js"
@@ -423,15 +423,7 @@ const ActivityLive = HttpApiBuilder.group(PortalApi.PortalApi, "activity", (hand
           return {
             ...deliveryView(found.delivery),
             payload: Option.getOrElse(payload, () => ""),
-            attempt_log: found.attempts.map((a) => ({
-              attempt: a.attempt,
-              at: iso(a.started_at),
-              status_code: a.status_code,
-              duration_ms: a.duration_ms,
-              error_class: a.error_class,
-              error: a.error,
-              result: a.result
-            }))
+            attempt_log: found.attempts.map(attemptView)
           }
         }))
       .handle("replayDelivery", ({ path }) =>
