@@ -16,6 +16,7 @@ import { Context, Schema } from "effect"
 import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
 import { Report as ConformanceReport } from "./Conformance.js"
 import * as Deliveries from "./Deliveries.js"
+import { AuthRequest } from "./InternalApi/ConnectionsApi.js"
 import { CapabilitiesResponse } from "./Operations.js"
 import {
   RecoverRequest,
@@ -262,16 +263,8 @@ export class SigningSecretGroup extends HttpApiGroup.make("signingSecret")
 export const ConnectionForm = Schema.Struct({
   transport: Schema.Literal("rest", "mcp"),
   url: Schema.String,
-  auth: Schema.Union(
-    Schema.Struct({ type: Schema.Literal("api_key"), key: Schema.Redacted(Schema.String) }),
-    Schema.Struct({
-      type: Schema.Literal("oauth"),
-      token_url: Schema.String,
-      client_id: Schema.String,
-      client_secret: Schema.Redacted(Schema.String),
-      scope: Schema.optionalWith(Schema.String, { exact: true })
-    })
-  )
+  /** The same credential the internal API's connection request takes. */
+  auth: AuthRequest
 }).annotations({ identifier: "PortalConnectionForm" })
 export type ConnectionForm = typeof ConnectionForm.Type
 
