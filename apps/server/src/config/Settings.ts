@@ -322,13 +322,19 @@ export const serviceName = Config.string("OTEL_SERVICE_NAME").pipe(
 export const TracingSettings = Config.all({ otlpEndpoint, sampleRatio, serviceName })
 export type TracingSettings = Config.Config.Success<typeof TracingSettings>
 
-/** A whole number of milliseconds from 1 to `max`, with a default. */
-const millis = (name: string, fallback: number, max = 3_600_000) =>
+/** A whole number from `least` to `most` (`unit` names it in the message), with a default. */
+const wholeNumber = (name: string, fallback: number, least: number, most: number, unit = "") =>
   Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a whole number of milliseconds from 1 to ${max}`, validation: (n) => n >= 1 && n <= max }),
+    Config.validate({
+      message: `${name} must be a whole number${unit} from ${least} to ${most}`,
+      validation: (n) => n >= least && n <= most
+    }),
     Config.withDefault(fallback),
     Config.withDescription(describe(name))
   )
+
+/** A whole number of milliseconds from `least` (1 unless given) to `max`, with a default. */
+const millis = (name: string, fallback: number, max = 3_600_000, least = 1) => wholeNumber(name, fallback, least, max, " of milliseconds")
 
 /** The public port's connection rules (the budget's default is derived from the open-file limit at start). */
 export const PublicEdgeSettings = Config.all({
@@ -338,26 +344,10 @@ export const PublicEdgeSettings = Config.all({
   maxConnections: Config.option(Config.integer("PUBLIC_MAX_CONNECTIONS").pipe(
     Config.validate({ message: "PUBLIC_MAX_CONNECTIONS must be a whole number of at least 1", validation: (n) => n >= 1 })
   )).pipe(Config.withDescription(describe("PUBLIC_MAX_CONNECTIONS"))),
-  portalMaxConnections: Config.integer("PORTAL_MAX_CONNECTIONS").pipe(
-    Config.validate({ message: "PORTAL_MAX_CONNECTIONS must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
-    Config.withDefault(256),
-    Config.withDescription(describe("PORTAL_MAX_CONNECTIONS"))
-  ),
-  connectionReserve: Config.integer("PUBLIC_CONNECTION_RESERVE").pipe(
-    Config.validate({ message: "PUBLIC_CONNECTION_RESERVE must be a whole number from 0 to 1000000", validation: (n) => n >= 0 && n <= 1_000_000 }),
-    Config.withDefault(256),
-    Config.withDescription(describe("PUBLIC_CONNECTION_RESERVE"))
-  ),
-  failedKeyLimit: Config.integer("FAILED_KEY_LIMIT").pipe(
-    Config.validate({ message: "FAILED_KEY_LIMIT must be a whole number from 1 to 1000000", validation: (n) => n >= 1 && n <= 1_000_000 }),
-    Config.withDefault(30),
-    Config.withDescription(describe("FAILED_KEY_LIMIT"))
-  ),
-  failedKeyHoldMs: Config.integer("FAILED_KEY_HOLD_MS").pipe(
-    Config.validate({ message: "FAILED_KEY_HOLD_MS must be a whole number of milliseconds from 0 to 60000", validation: (n) => n >= 0 && n <= 60_000 }),
-    Config.withDefault(5_000),
-    Config.withDescription(describe("FAILED_KEY_HOLD_MS"))
-  ),
+  portalMaxConnections: wholeNumber("PORTAL_MAX_CONNECTIONS", 256, 1, 1_000_000),
+  connectionReserve: wholeNumber("PUBLIC_CONNECTION_RESERVE", 256, 0, 1_000_000),
+  failedKeyLimit: wholeNumber("FAILED_KEY_LIMIT", 30, 1, 1_000_000),
+  failedKeyHoldMs: millis("FAILED_KEY_HOLD_MS", 5_000, 60_000, 0),
   trustedProxies: Config.string("TRUSTED_PROXIES").pipe(
     Config.mapOrFail((text) =>
       Either.mapLeft(
@@ -397,22 +387,14 @@ export const retentionPayloadPeriod = Config.option(positiveDuration("RETENTION_
   Config.withDescription(describe("RETENTION_PAYLOAD_PERIOD"))
 )
 /** Rows per pruning statement. */
-export const retentionBatchSize = Config.integer("RETENTION_BATCH_SIZE").pipe(
-  Config.validate({ message: "RETENTION_BATCH_SIZE must be a whole number from 1 to 10000", validation: (n) => n >= 1 && n <= 10_000 }),
-  Config.withDefault(500),
-  Config.withDescription(describe("RETENTION_BATCH_SIZE"))
-)
+export const retentionBatchSize = wholeNumber("RETENTION_BATCH_SIZE", 500, 1, 10_000)
 /** How long every attempt must fail before a subscription is disabled. */
 export const webhookDisableAfter = positiveDuration("WEBHOOK_DISABLE_AFTER", "5 days").pipe(
   Config.withDefault(Duration.days(5)),
   Config.withDescription(describe("WEBHOOK_DISABLE_AFTER"))
 )
 /** Failed deliveries within a day that start the auto-disable clock. */
-export const webhookDisableMinFailures = Config.integer("WEBHOOK_DISABLE_MIN_FAILURES").pipe(
-  Config.validate({ message: "WEBHOOK_DISABLE_MIN_FAILURES must be a whole number from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 }),
-  Config.withDefault(3),
-  Config.withDescription(describe("WEBHOOK_DISABLE_MIN_FAILURES"))
-)
+export const webhookDisableMinFailures = wholeNumber("WEBHOOK_DISABLE_MIN_FAILURES", 3, 1, 1000)
 
 /** What the receiver lifecycle needs: retention and auto-disable. */
 export const LifecycleSettings = Config.all({
