@@ -1,17 +1,15 @@
 import { expect, layer } from "@effect/vitest"
-import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
-import { TestDatabase, Vault } from "@crm-relay/store"
-import { Effect, Option, Redacted, Schedule } from "effect"
+import { Faults } from "@crm-relay/reference-bridge"
+import { TestDatabase } from "@crm-relay/store"
+import { Effect, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { cli, PROCESS_TEST_TIMEOUT, type Run, serve, SERVE_START_BOUND } from "./support/Cli.js"
-import { tempDir } from "./support/TempDir.js"
+import * as CliBridge from "./support/CliBridge.js"
 
 const TENANT = { tenantId: "t-1", apiKey: "check-key_visible~ASCII", clientId: "check-client", clientSecret: "check-client-secret!" } as const
 const OTHER = { tenantId: "t-2", apiKey: "check-other-key" } as const
-
-const MASTER_KEY = Redacted.value(Vault.generateMasterKey())
 
 interface Report {
   readonly passed: boolean
@@ -19,36 +17,13 @@ interface Report {
   readonly checks: ReadonlyArray<{ readonly id: string; readonly status: string }>
 }
 
-/** The reference bridge on 127.0.0.1 (no resolver help needed in the child), its CA in a file. */
-const setup = Effect.gen(function*() {
-  const db = yield* TestDatabase.TestDatabase
-  const dir = yield* tempDir("crm-relay-bridge-check-")
-  const bridge = yield* Effect.orDie(ReferenceBridge.make({
-    urlHost: "127.0.0.1",
-    tenants: [
-      { tenantId: TENANT.tenantId, apiKey: TENANT.apiKey, oauth: { clientId: TENANT.clientId, clientSecret: TENANT.clientSecret } },
-      { tenantId: OTHER.tenantId, apiKey: OTHER.apiKey }
-    ]
-  }))
-  const caFile = Path.join(dir, "bridge-ca.pem")
-  Fs.writeFileSync(caFile, bridge.ca)
-  const env: Record<string, string> = {
-    DATA_DIR: Path.join(dir, "data"),
-    LOG_LEVEL: "Warning",
-    EGRESS_ALLOW_PRIVATE: "127.0.0.1/32",
-    NODE_EXTRA_CA_CERTS: caFile
-  }
-  if (Option.isSome(db.url)) {
-    env["DATABASE_URL"] = Redacted.value(db.url.value)
-    env["MASTER_KEY"] = MASTER_KEY
-  }
-  return { bridge, dir, env }
-})
+/** The reference bridge serving both tenants, and the CLI's environment. */
+const setup = CliBridge.setup("crm-relay-bridge-check-", [
+  { tenantId: TENANT.tenantId, apiKey: TENANT.apiKey, oauth: { clientId: TENANT.clientId, clientSecret: TENANT.clientSecret } },
+  { tenantId: OTHER.tenantId, apiKey: OTHER.apiKey }
+])
 
-const noSecrets = (runs: ReadonlyArray<Run>) => {
-  const output = runs.map((r) => `${r.stdout}\n${r.stderr}`).join("\n")
-  for (const secret of [TENANT.apiKey, TENANT.clientSecret, OTHER.apiKey]) expect(output).not.toContain(secret)
-}
+const noSecrets = (runs: ReadonlyArray<Run>) => CliBridge.noSecrets(runs, [TENANT.apiKey, TENANT.clientSecret, OTHER.apiKey])
 
 layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check", (it) => {
   it.scoped("flags, --json, --junit, a failing bridge, usage mistakes and a stored connection: exit 0, 1 and 2 as documented", () =>

@@ -1,50 +1,24 @@
 import { expect, layer } from "@effect/vitest"
-import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase, Vault } from "@crm-relay/store"
-import { Effect, Option, Redacted, Schedule } from "effect"
+import { Effect, Redacted, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { cli, PROCESS_TEST_TIMEOUT, type Run, serve, SERVE_START_BOUND } from "./support/Cli.js"
-import { tempDir } from "./support/TempDir.js"
+import * as CliBridge from "./support/CliBridge.js"
 import { request } from "./support/TestServer.js"
 
 const TENANT = { tenantId: "t-1", apiKey: "cli-key_visible~ASCII", clientId: "cli-client", clientSecret: "cli-client-secret!" } as const
 
 const parse = <A>(text: string): A => JSON.parse(text.trim()) as A
 
-/** The MASTER_KEY of the tests on PostgreSQL: one database, one key. */
-const MASTER_KEY = Redacted.value(Vault.generateMasterKey())
-
-/** The reference bridge on 127.0.0.1 (a name the child's system resolver needs no help with), its CA in a file. */
-const setup = Effect.gen(function*() {
-  const db = yield* TestDatabase.TestDatabase
-  const dir = yield* tempDir("crm-relay-connections-cli-")
-  const bridge = yield* Effect.orDie(ReferenceBridge.make({
-    urlHost: "127.0.0.1",
-    tenants: [{ tenantId: TENANT.tenantId, apiKey: TENANT.apiKey, oauth: { clientId: TENANT.clientId, clientSecret: TENANT.clientSecret } }]
-  }))
-  const caFile = Path.join(dir, "bridge-ca.pem")
-  Fs.writeFileSync(caFile, bridge.ca)
-  const dataDir = Path.join(dir, "data")
-  const env: Record<string, string> = {
-    DATA_DIR: dataDir,
-    LOG_LEVEL: "Warning",
-    EGRESS_ALLOW_PRIVATE: "127.0.0.1/32",
-    NODE_EXTRA_CA_CERTS: caFile
-  }
-  if (Option.isSome(db.url)) {
-    env["DATABASE_URL"] = Redacted.value(db.url.value)
-    env["MASTER_KEY"] = MASTER_KEY
-  }
-  return { bridge, db, dataDir, env }
-})
+/** The reference bridge serving the tenant, and the CLI's environment. */
+const setup = CliBridge.setup("crm-relay-connections-cli-", [
+  { tenantId: TENANT.tenantId, apiKey: TENANT.apiKey, oauth: { clientId: TENANT.clientId, clientSecret: TENANT.clientSecret } }
+])
 
 /** Asserts that no output of `runs` shows a bridge secret. */
-const noSecrets = (runs: ReadonlyArray<Run>) => {
-  const output = runs.map((r) => `${r.stdout}\n${r.stderr}`).join("\n")
-  for (const secret of [TENANT.apiKey, TENANT.clientSecret]) expect(output).not.toContain(secret)
-}
+const noSecrets = (runs: ReadonlyArray<Run>) => CliBridge.noSecrets(runs, [TENANT.apiKey, TENANT.clientSecret])
 
 layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections and master-key", (it) => {
   it.scoped("without a running server: connections set, connections test and master-key rotate work on the database directly", () =>
