@@ -54,15 +54,22 @@ const tarpit = (holdMs: number) => {
     }
     return timers
   }
+  // When each connection's latest held answer goes out: a request read while one is still held (the
+  // pause below can lose a race with Node's own resume) is answered a whole hold after it, so the
+  // bound of one answer per connection per hold never rests on the pause alone.
+  const lastDue = new WeakMap<Duplex, number>()
   return (request: Http.IncomingMessage, answer: () => void): void => {
     if (holdMs === 0) return answer()
     const socket = request.socket
     const timers = timersOf(socket)
+    const now = performance.now()
+    const due = Math.max(now, lastDue.get(socket) ?? 0) + holdMs
+    lastDue.set(socket, due)
     const timer = setTimeout(() => {
       timers.delete(timer)
       answer()
       if (timers.size === 0 && !socket.destroyed) socket.resume()
-    }, holdMs)
+    }, due - now)
     timers.add(timer)
     // Node resumes reading when a request's message completes, after this event: the connection rests
     // once the request has ended (a body is read and dropped first).
