@@ -854,18 +854,20 @@ export const run = <A, R>(
       Effect.forever
     )
 
-    // Sleeps until the earliest of: a wake-up, the next due time, the poll interval.
+    // Sleeps until the earliest of: a wake-up, the next due time, the poll interval. A wake-up that
+    // came while the last claim ran, or comes while the next due time is being read, claims at once:
+    // the reading finishes in the background (uninterruptible, so no query is cancelled) and is dropped.
     const idle = (untilDue: boolean) =>
       Effect.gen(function*() {
-        let wait = poll
-        if (untilDue) {
-          const due = yield* queue.nextDue(busyKeys())
-          if (Option.isSome(due)) {
-            const millis = Math.max(0, due.value.getTime() - (yield* Clock.currentTimeMillis))
-            wait = Duration.min(wait, Duration.millis(millis))
-          }
-        }
-        yield* Effect.raceFirst(wakeUp.take, Effect.sleep(wait))
+        if (Option.isSome(yield* Queue.poll(wakeUp))) return
+        const untilNext = untilDue
+          ? Effect.flatMap(Effect.uninterruptible(queue.nextDue(busyKeys())), (due) =>
+            Option.isNone(due)
+              ? Effect.sleep(poll)
+              : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+                Effect.sleep(Duration.min(poll, Duration.millis(Math.max(0, due.value.getTime() - now))))))
+          : Effect.sleep(poll)
+        yield* Effect.raceFirst(wakeUp.take, Effect.disconnect(untilNext))
       })
 
     let failures = 0
