@@ -9,8 +9,8 @@ import * as V8 from "node:v8"
 // the heap grows): under a steady allocation rate (a webhook drain) V8 grows the young generation to
 // 128 MiB and lets the old one reach about three times what survives a collection, most of the
 // process's memory. The young generation stays at its starting size and the old one grows by half of
-// what survives: in `npm run bench:delivery` the drain's peak RSS fell from 274 to 137 MiB for about
-// a tenth more CPU per delivery.
+// what survives: in `npm run bench:delivery` the drain's peak RSS fell from 274-284 to 135-137 MiB
+// for 10-20 % more CPU per delivery (two runs each).
 V8.setFlagsFromString("--semi-space-growth-factor=1")
 V8.setFlagsFromString("--heap-growing-percent=50")
 
