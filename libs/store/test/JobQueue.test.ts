@@ -163,6 +163,24 @@ layer(TestDatabase.layer)("JobQueue on the TestClock", (it) => {
       expect((yield* rowOf(jobs, id!)).lease_expires_at?.getTime()).toBe(now.getTime() + 120_000 + 30_000)
     }))
 
+  it.effect("Claims and heartbeats commit without waiting for the disk flush, in their own transaction only: the next statement commits durably again", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const now = yield* realisticNow
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, now)
+      const queue = yield* JobQueue.make(jobs, "a")
+      const setting = sql<{ synchronous_commit: string }>`SHOW synchronous_commit`.pipe(
+        Effect.map((rows) => rows[0]!.synchronous_commit)
+      )
+      const before = yield* setting
+      expect(yield* sql.withTransaction(Effect.zipRight(queue.claim(1, LEASE), setting))).toBe("off")
+      expect(yield* setting).toBe(before)
+      expect(yield* sql.withTransaction(Effect.zipRight(queue.heartbeat([id!], LEASE), setting))).toBe("off")
+      expect(yield* setting).toBe(before)
+      expect((yield* rowOf(jobs, id!)).lease_owner).toBe("a")
+    }))
+
   it.effect("Retry at a computed time: pending again, not claimable before, last_error kept; dead-letter: status failed", () =>
     Effect.gen(function*() {
       const now = yield* realisticNow
