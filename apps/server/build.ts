@@ -20,6 +20,7 @@
  */
 import * as esbuild from "esbuild"
 import * as Fs from "node:fs"
+import * as Module from "node:module"
 import * as Path from "node:path"
 
 const root = import.meta.dirname
@@ -70,6 +71,31 @@ const deepImports: esbuild.Plugin = {
   }
 }
 
+/**
+ * Node's built-in modules are loaded with `require`, not `import`. Importing
+ * a built-in from ESM builds a facade that reads every export, and that
+ * loads what Node defines lazily: `node:http`'s WebSocket getters load
+ * Node's own copy of undici, a third of `serve`'s start-up on a busy machine.
+ * `require` (the banner's) returns the module as it is.
+ */
+const builtinsByRequire: esbuild.Plugin = {
+  name: "builtins-by-require",
+  setup(build) {
+    const builtins = new Set(Module.builtinModules)
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, ({ path, kind }) => {
+      const name = path.replace(/^node:/, "")
+      if (!builtins.has(name) || kind === "dynamic-import") return undefined
+      return kind === "require-call"
+        ? { path: `node:${name}`, external: true }
+        : { path: name, namespace: "builtin-by-require" }
+    })
+    build.onLoad({ filter: /.*/, namespace: "builtin-by-require" }, ({ path }) => ({
+      contents: `module.exports = require("node:${path}")`,
+      loader: "js"
+    }))
+  }
+}
+
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
 
@@ -83,13 +109,13 @@ const result = await esbuild.build({
   platform: "node",
   target: "node22",
   external,
-  plugins: [deepImports],
+  plugins: [deepImports, builtinsByRequire],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
   banner: { js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const require = __crmRelayRequire(import.meta.url);" },
   sourcemap: "linked",
   sourcesContent: true,
-  minifyWhitespace: true,
-  minifySyntax: true,
+  minifyWhitespace: !process.env.NOMIN,
+  minifySyntax: !process.env.NOMIN,
   legalComments: "linked",
   chunkNames: "chunks/[name]-[hash]",
   metafile: true,
