@@ -96,6 +96,39 @@ const builtinsByRequire: esbuild.Plugin = {
   }
 }
 
+/**
+ * CommonJS packages that `serve` imports but seldom uses: undici (outbound
+ * requests; @effect/platform-node's HTTP server imports its client too) and
+ * ws (WebSocket upgrades). An `import` of them is given a stand-in whose
+ * exports are getters: the package is evaluated on the first use of one of
+ * its exports (the first outbound request, say), not at start-up. The names
+ * are the package's own, read here at build time.
+ */
+const lazyPackages = ["undici", "ws"]
+const lazyCommonJs: esbuild.Plugin = {
+  name: "lazy-commonjs",
+  setup(build) {
+    const requireHere = Module.createRequire(Path.join(root, "package.json"))
+    const filter = new RegExp(`^(${lazyPackages.join("|")})$`)
+    build.onResolve({ filter }, ({ path, kind }) =>
+      kind === "import-statement" ? { path, namespace: "lazy-commonjs" } : undefined)
+    build.onLoad({ filter: /.*/, namespace: "lazy-commonjs" }, ({ path }) => {
+      const names = Object.keys(requireHere(path) as object).filter((name) => name !== "default")
+      return {
+        contents: [
+          "let loaded",
+          `const load = () => (loaded ??= require(${JSON.stringify(path)}))`,
+          `for (const name of ${JSON.stringify(names)}) {`,
+          "  Object.defineProperty(module.exports, name, { enumerable: true, get: () => load()[name] })",
+          "}"
+        ].join("\n"),
+        resolveDir: root,
+        loader: "js"
+      }
+    })
+  }
+}
+
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
 
@@ -109,7 +142,7 @@ const result = await esbuild.build({
   platform: "node",
   target: "node22",
   external,
-  plugins: [deepImports, builtinsByRequire],
+  plugins: [deepImports, builtinsByRequire, lazyCommonJs],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
   banner: { js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const require = __crmRelayRequire(import.meta.url);" },
   sourcemap: "linked",
