@@ -20,6 +20,7 @@
  */
 import * as esbuild from "esbuild"
 import * as Fs from "node:fs"
+import * as Module from "node:module"
 import * as Path from "node:path"
 
 const root = import.meta.dirname
@@ -70,6 +71,64 @@ const deepImports: esbuild.Plugin = {
   }
 }
 
+/**
+ * Node's built-in modules are loaded with `require`, not `import`. Importing
+ * a built-in from ESM builds a facade that reads every export, and that
+ * loads what Node defines lazily: `node:http`'s WebSocket getters load
+ * Node's own copy of undici, a third of `serve`'s start-up on a busy machine.
+ * `require` (the banner's) returns the module as it is.
+ */
+const builtinsByRequire: esbuild.Plugin = {
+  name: "builtins-by-require",
+  setup(build) {
+    const builtins = new Set(Module.builtinModules)
+    build.onResolve({ filter: /^[a-z_:/]+$/ }, ({ path, kind }) => {
+      const name = path.replace(/^node:/, "")
+      if (!builtins.has(name) || kind === "dynamic-import") return undefined
+      return kind === "require-call"
+        ? { path: `node:${name}`, external: true }
+        : { path: name, namespace: "builtin-by-require" }
+    })
+    build.onLoad({ filter: /.*/, namespace: "builtin-by-require" }, ({ path }) => ({
+      contents: `module.exports = require("node:${path}")`,
+      loader: "js"
+    }))
+  }
+}
+
+/**
+ * CommonJS packages that `serve` imports but seldom uses: undici (outbound
+ * requests; @effect/platform-node's HTTP server imports its client too) and
+ * ws (WebSocket upgrades). An `import` of them is given a stand-in whose
+ * exports are getters: the package is evaluated on the first use of one of
+ * its exports (the first outbound request, say), not at start-up. The names
+ * are the package's own, read here at build time.
+ */
+const lazyPackages = ["undici", "ws"]
+const lazyCommonJs: esbuild.Plugin = {
+  name: "lazy-commonjs",
+  setup(build) {
+    const requireHere = Module.createRequire(Path.join(root, "package.json"))
+    const filter = new RegExp(`^(${lazyPackages.join("|")})$`)
+    build.onResolve({ filter }, ({ path, kind }) =>
+      kind === "import-statement" ? { path, namespace: "lazy-commonjs" } : undefined)
+    build.onLoad({ filter: /.*/, namespace: "lazy-commonjs" }, ({ path }) => {
+      const names = Object.keys(requireHere(path) as object).filter((name) => name !== "default")
+      return {
+        contents: [
+          "let loaded",
+          `const load = () => (loaded ??= require(${JSON.stringify(path)}))`,
+          `for (const name of ${JSON.stringify(names)}) {`,
+          "  Object.defineProperty(module.exports, name, { enumerable: true, get: () => load()[name] })",
+          "}"
+        ].join("\n"),
+        resolveDir: root,
+        loader: "js"
+      }
+    })
+  }
+}
+
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
 
@@ -83,13 +142,13 @@ const result = await esbuild.build({
   platform: "node",
   target: "node22",
   external,
-  plugins: [deepImports],
+  plugins: [deepImports, builtinsByRequire, lazyCommonJs],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
   banner: { js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const require = __crmRelayRequire(import.meta.url);" },
   sourcemap: "linked",
   sourcesContent: true,
-  minifyWhitespace: true,
-  minifySyntax: true,
+  minifyWhitespace: !process.env.NOMIN,
+  minifySyntax: !process.env.NOMIN,
   legalComments: "linked",
   chunkNames: "chunks/[name]-[hash]",
   metafile: true,

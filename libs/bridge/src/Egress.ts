@@ -134,24 +134,24 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     )
   }
   const deadlines = yield* makeDeadlines(timeoutMs)
-  const agent = yield* Effect.acquireRelease(
-    Effect.sync(() =>
-      new Agent({
-        connect: makePinnedConnector({
-          resolver,
-          policy,
-          runtime,
-          ca: settings.extraCa.length === 0 ? undefined : [...tls.getCACertificates("default"), ...settings.extraCa],
-          connectTimeoutMs: timeoutMs
-        }),
-        // Our deadline governs; undici's own timers are only a backstop behind it.
-        headersTimeout: timeoutMs + 1000,
-        bodyTimeout: timeoutMs + 1000,
-        maxResponseSize: MAX_BODY_BYTES
-      })
-    ),
-    closeAgent
-  )
+  // Made on the first request, not when the Layer is built: undici is then loaded only by a
+  // server that sends something, and `serve` is ready sooner.
+  let agent: Agent | undefined
+  const agentNow = (): Agent =>
+    agent ??= new Agent({
+      connect: makePinnedConnector({
+        resolver,
+        policy,
+        runtime,
+        ca: settings.extraCa.length === 0 ? undefined : [...tls.getCACertificates("default"), ...settings.extraCa],
+        connectTimeoutMs: timeoutMs
+      }),
+      // Our deadline governs; undici's own timers are only a backstop behind it.
+      headersTimeout: timeoutMs + 1000,
+      bodyTimeout: timeoutMs + 1000,
+      maxResponseSize: MAX_BODY_BYTES
+    })
+  yield* Effect.addFinalizer(() => Effect.suspend(() => agent === undefined ? Effect.void : closeAgent(agent)))
 
   // A refusal is a security event worth a warning (and a count); other failures are the caller's to log.
   const warnRefusal = (request: EgressRequest) => (error: EgressError) =>
@@ -168,7 +168,7 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     const prepared = prepareRequest(policy, request)
     if (Either.isLeft(prepared)) return Effect.tapError(Effect.fail(prepared.left), warnRefusal(request))
     const started = clock.unsafeCurrentTimeNanos()
-    return exchange(agent, prepared.right, deadlines, timeoutMs).pipe(
+    return exchange(agentNow(), prepared.right, deadlines, timeoutMs).pipe(
       Effect.map((response): EgressResponse => ({
         ...response,
         durationMs: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6
