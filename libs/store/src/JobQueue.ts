@@ -51,6 +51,8 @@
  *   gathered: once a few slots were freed since the last claim began, and at
  *   the latest a short window (`CLAIM_WINDOW`) after the first of them, so a
  *   busy key's backlog is claimed a few rows at a time, never left to the poll.
+ *   A job holds its slot (and its key's share) while its handler runs: once
+ *   the handler decided, the slot is free while the result is being stored.
  * - Interrupting a runner (clean shutdown) stops claiming, lets running jobs
  *   finish for a grace period, interrupts the rest and releases their leases
  *   in one statement (the attempt is given back), so another replica takes
@@ -828,6 +830,17 @@ export const run = <A, R>(
       }
     }
 
+    // A job gives back its slot (and its key's share) once its handler decided, before its result is
+    // stored: the target is no longer busy with it, and the next claim need not wait for the store.
+    const giveBack = (job: Job<A>) => {
+      if (job.key !== undefined) {
+        const left = (perKey.get(job.key) ?? 1) - 1
+        if (left <= 0) perKey.delete(job.key)
+        else perKey.set(job.key, left)
+      }
+      slotFreed()
+    }
+
     const runJob = (job: Job<A>) =>
       Effect.suspend(() => {
         const started = clock.unsafeCurrentTimeNanos()
@@ -842,20 +855,21 @@ export const run = <A, R>(
           ),
           // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
           Effect.flatMap((result) =>
-            Effect.zipRight(Effect.sync(() => finishing.add(job.id)), Effect.zipRight(finish(job, result), observe(result, started)))
+            Effect.zipRight(
+              Effect.sync(() => {
+                finishing.add(job.id)
+                giveBack(job)
+              }),
+              Effect.zipRight(finish(job, result), observe(result, started))
+            )
           ),
           Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
         )
       }).pipe(
         Effect.ensuring(Effect.sync(() => {
           running.delete(job.id)
-          finishing.delete(job.id)
-          if (job.key !== undefined) {
-            const left = (perKey.get(job.key) ?? 1) - 1
-            if (left <= 0) perKey.delete(job.key)
-            else perKey.set(job.key, left)
-          }
-          slotFreed()
+          // Stopped before its handler decided (interrupted): its slot is given back now.
+          if (!finishing.delete(job.id)) giveBack(job)
         })),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)
@@ -900,7 +914,8 @@ export const run = <A, R>(
     const backoff = Effect.suspend(() => Effect.sleep(Duration.millis(Math.min(250 * 2 ** Math.min(failures++, 7), 30_000))))
 
     const step = Effect.gen(function*() {
-      const free = concurrency - running.size
+      // Jobs whose results are being stored hold no slot.
+      const free = concurrency - (running.size - finishing.size)
       if (free <= 0) return yield* idle(false)
       const want = Math.min(free, batchSize)
       claimBegins()
