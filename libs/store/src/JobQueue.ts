@@ -47,7 +47,12 @@
  *   runner takes back leases of other (dead) processes at once.
  * - Runners wake on LISTEN/NOTIFY (`wake`, sent by whoever inserts jobs), on
  *   the next due time they computed, and on a poll interval as a safety net
- *   (short on PGlite, long on PostgreSQL).
+ *   (short on PGlite, long on PostgreSQL). Jobs' ends wake the claimer too,
+ *   gathered: once a few slots were freed since the last claim began, and at
+ *   the latest a short window (`CLAIM_WINDOW`) after the first of them, so a
+ *   busy key's backlog is claimed a few rows at a time, never left to the poll.
+ *   A job holds its slot (and its key's share) while its handler runs: once
+ *   the handler decided, the slot is free while the result is being stored.
  * - Interrupting a runner (clean shutdown) stops claiming, lets running jobs
  *   finish for a grace period, interrupts the rest and releases their leases
  *   in one statement (the attempt is given back), so another replica takes
@@ -67,9 +72,10 @@ import {
   Deferred,
   Duration,
   Effect,
-  FiberMap,
+  Fiber,
   Metric,
   MetricBoundaries,
+  MetricLabel,
   Option,
   type ParseResult,
   Queue,
@@ -678,6 +684,12 @@ const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead
 /** The default share of a runner's slots one key may hold: a quarter. */
 export const defaultMaxPerKey = (concurrency: number): number => Math.max(1, Math.floor(concurrency / 4))
 
+/**
+ * The longest a job's end waits to be claimed for (see `run`): ends within it share one claim, unless
+ * enough slots were freed to claim at once.
+ */
+export const CLAIM_WINDOW: Duration.Duration = Duration.millis(10)
+
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(30_000 * 2 ** Math.max(0, Math.min(attempt - 1, 20)), 3_600_000))
@@ -713,7 +725,8 @@ export const run = <A, R>(
     const wakeUp = yield* Queue.sliding<void>(1)
     // Signals the heartbeat that jobs run (it sleeps without a timer while none do).
     const started = yield* Queue.sliding<void>(1)
-    const running = yield* FiberMap.make<string, void, never>()
+    // The fibers of the running jobs by job id; each job removes itself as it ends.
+    const running = new Map<string, Fiber.RuntimeFiber<void>>()
     const finishing = new Set<string>()
     // Running jobs per fairness key (fair tables).
     const perKey = new Map<string, number>()
@@ -721,6 +734,34 @@ export const run = <A, R>(
     const shares: ClaimShares | undefined = jobs.fairness === undefined ? undefined : { maxPerKey, running: perKey }
     const busyKeys = () => Array.from(perKey).filter(([, n]) => n >= maxPerKey).map(([key]) => key)
     let stopping = false
+
+    // A job's end frees a slot that due work may wait for (a key at its share, a full runner). A claim per
+    // end would be one statement per job under load, so ends are gathered: the claimer wakes once
+    // `claimRoom` slots were freed since its last claim began, or `CLAIM_WINDOW` after the first of them.
+    // Each end is thus followed, within the window, by a claim that sees its slot free: none waits for the
+    // poll. The window is real time, as a wake-up is (it must not wait for a test's clock to move).
+    const claimRoom = Math.max(1, Math.floor(maxPerKey / 4))
+    const windowMillis = Duration.toMillis(CLAIM_WINDOW)
+    let freed = 0
+    let window: ReturnType<typeof setTimeout> | undefined
+    const closeWindow = () => {
+      if (window !== undefined) clearTimeout(window)
+      window = undefined
+    }
+    const wakeForEnds = () => {
+      closeWindow()
+      wakeUp.unsafeOffer(void 0)
+    }
+    const slotFreed = () => {
+      freed++
+      if (freed >= claimRoom) wakeForEnds()
+      else if (window === undefined) window = setTimeout(wakeForEnds, windowMillis)
+    }
+    // As a claim begins, before it reads the room of each key: it claims for every end so far.
+    const claimBegins = () => {
+      freed = 0
+      closeWindow()
+    }
 
     // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
     // no wait when idle, fewer round trips under load); the others in a statement (or transaction) of their own.
@@ -769,24 +810,20 @@ export const run = <A, R>(
         Effect.uninterruptible
       )
 
-    const counted = {
-      End: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.End),
-      Complete: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Complete),
-      Retry: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobsRun, "queue", jobs.table), "result", resultLabel.DeadLetter)
-    }
-    const timed = {
-      End: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.End),
-      Complete: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Complete),
-      Retry: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.Retry),
-      DeadLetter: Metric.tagged(Metric.tagged(jobSeconds, "queue", jobs.table), "result", resultLabel.DeadLetter)
-    }
+    // The labels of each result, made once: a metric keeps one hook per label array it has seen, so
+    // updating with the same array costs no key hashing per job.
+    const labelsOf = (result: JobResult["_tag"]) => [
+      MetricLabel.make("queue", jobs.table),
+      MetricLabel.make("result", resultLabel[result])
+    ]
+    const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
     const clock = yield* Effect.clock
     const observe = (result: JobResult, started: bigint) =>
-      Effect.zipRight(
-        Metric.increment(counted[result._tag]),
-        Metric.update(timed[result._tag], Number(clock.unsafeCurrentTimeNanos() - started) / 1e9)
-      )
+      Effect.sync(() => {
+        const tags = labels[result._tag]
+        jobsRun.unsafeUpdate(1, tags)
+        jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
+      })
 
     // One span per attempt, in the trace that queued the job when the table stores it.
     const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
@@ -797,6 +834,17 @@ export const run = <A, R>(
         attributes: { "job.queue": jobs.table, "job.id": job.id, "job.attempt": job.attempt },
         ...(Option.isSome(parent) ? { parent: parent.value } : { root: true })
       }
+    }
+
+    // A job gives back its slot (and its key's share) once its handler decided, before its result is
+    // stored: the target is no longer busy with it, and the next claim need not wait for the store.
+    const giveBack = (job: Job<A>) => {
+      if (job.key !== undefined) {
+        const left = (perKey.get(job.key) ?? 1) - 1
+        if (left <= 0) perKey.delete(job.key)
+        else perKey.set(job.key, left)
+      }
+      slotFreed()
     }
 
     const runJob = (job: Job<A>) =>
@@ -813,37 +861,37 @@ export const run = <A, R>(
           ),
           // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
           Effect.flatMap((result) =>
-            Effect.zipRight(Effect.sync(() => finishing.add(job.id)), Effect.zipRight(finish(job, result), observe(result, started)))
+            Effect.zipRight(
+              Effect.sync(() => {
+                finishing.add(job.id)
+                giveBack(job)
+              }),
+              Effect.zipRight(finish(job, result), observe(result, started))
+            )
           ),
           Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
         )
       }).pipe(
-        Effect.ensuring(Effect.zipRight(
-          Effect.sync(() => {
-            finishing.delete(job.id)
-            if (job.key !== undefined) {
-              const left = (perKey.get(job.key) ?? 1) - 1
-              if (left <= 0) perKey.delete(job.key)
-              else perKey.set(job.key, left)
-            }
-          }),
-          wakeUp.offer(void 0)
-        )),
+        Effect.ensuring(Effect.sync(() => {
+          running.delete(job.id)
+          // Stopped before its handler decided (interrupted): its slot is given back now.
+          if (!finishing.delete(job.id)) giveBack(job)
+        })),
         Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
         Effect.catchAllCause(() => Effect.void)
       )
 
-    const runningIds = Effect.sync(() => Array.from(running, ([id]) => id))
-
     const beat = Effect.gen(function*() {
-      const ids = (yield* runningIds).filter((id) => !finishing.has(id))
+      const ids = Array.from(running.keys()).filter((id) => !finishing.has(id))
       if (ids.length === 0) return
       const held = new Set(yield* queue.heartbeat(ids, lease))
       for (const id of ids) {
+        const fiber = running.get(id)
         // Finished meanwhile (its row no longer pending): not a lost lease.
-        if (held.has(id) || finishing.has(id) || !FiberMap.unsafeHas(running, id)) continue
+        if (held.has(id) || finishing.has(id) || fiber === undefined) continue
         yield* Effect.logWarning("Lost the lease of a running job; stopping it").pipe(Effect.annotateLogs({ job_id: id }))
-        yield* FiberMap.remove(running, id)
+        running.delete(id)
+        yield* Fiber.interrupt(fiber)
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("Lease heartbeat failed", cause)))
 
@@ -874,14 +922,17 @@ export const run = <A, R>(
     const backoff = Effect.suspend(() => Effect.sleep(Duration.millis(Math.min(250 * 2 ** Math.min(failures++, 7), 30_000))))
 
     const step = Effect.gen(function*() {
-      const free = concurrency - (yield* FiberMap.size(running))
+      // Jobs whose results are being stored hold no slot.
+      const free = concurrency - (running.size - finishing.size)
       if (free <= 0) return yield* idle(false)
       const want = Math.min(free, batchSize)
+      claimBegins()
       const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
       for (const job of claimed) {
         if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-        yield* FiberMap.run(running, job.id, runJob(job))
+        // A daemon: the runner's finalizer, not the claiming fiber, decides when it stops.
+        running.set(job.id, yield* Effect.forkDaemon(runJob(job)))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
@@ -900,7 +951,7 @@ export const run = <A, R>(
     yield* Effect.forkScoped(listen)
     yield* Effect.forkScoped(Effect.forever(storeWaiting))
     const heartbeat = Effect.gen(function*() {
-      if ((yield* FiberMap.size(running)) === 0) yield* started.take
+      if (running.size === 0) yield* started.take
       yield* Effect.sleep(heartbeatEvery)
       yield* beat
     })
@@ -909,13 +960,15 @@ export const run = <A, R>(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         stopping = true
-        const inFlight = yield* FiberMap.size(running)
+        closeWindow()
+        const inFlight = running.size
         if (inFlight === 0) return
         yield* Effect.logInfo("Stopping: waiting for running jobs").pipe(Effect.annotateLogs({ running: inFlight }))
         // Finalizers are uninterruptible: the wait must be interruptible for the timeout to end it.
-        yield* Effect.interruptible(FiberMap.awaitEmpty(running)).pipe(Effect.timeoutOption(grace))
-        const left = yield* runningIds
-        yield* FiberMap.clear(running)
+        yield* Effect.interruptible(Fiber.awaitAll(Array.from(running.values()))).pipe(Effect.timeoutOption(grace))
+        const left = Array.from(running.keys())
+        yield* Fiber.interruptAll(Array.from(running.values()))
+        closeWindow()
         const released = yield* queue.release(left).pipe(Effect.catchAllCause((cause) =>
           Effect.as(Effect.logWarning("Could not release leases; they will expire", cause), 0)
         ))

@@ -321,6 +321,8 @@ const main = Effect.gen(function*() {
           connections: receiver.arrivals.connections - connectionsBefore
         }
       }))
+      // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
+      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* startServer(env, "all")
         if (warmup > 0) {
@@ -339,7 +341,6 @@ const main = Effect.gen(function*() {
           requestP99: percentile(requests, 99)
         }
       }))
-      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
 
@@ -379,6 +380,8 @@ const main = Effect.gen(function*() {
           connections: receiver.arrivals.connections - connectionsBefore
         }
       }))
+      // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
+      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
         yield* startPeer(peerEnv)
         const offer = (label: string, count: number) =>
@@ -401,7 +404,6 @@ const main = Effect.gen(function*() {
         const { latencies } = measure(receiver.arrivals, yield* offer("live", latencyCount))
         return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
       }))
-      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
 
