@@ -135,7 +135,7 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Hook lifecyc
       expect(errors).toEqual([])
     }))
 
-  it.scoped("a receiver that answers 410 Gone: the hook shows as removed (\"the removal shows in ... the Integrations area\"), its delivery as gone in the activity and the attempt log", () =>
+  it.scoped("a receiver that answers 410 Gone: the hook shows as removed (\"the removal shows in ... the Integrations area\") without a reload, its delivery as gone in the activity and the attempt log, and not replayable, with the reason", () =>
     Effect.gen(function*() {
       const receiver = yield* TestReceiver
       const { errors, page } = yield* signedIn()
@@ -146,8 +146,9 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Hook lifecyc
       yield* promise(() => hook.getByRole("button", { name: "Send test event" }).click())
       yield* promise(() => hook.getByText("Test event not delivered").waitFor(WAIT))
 
-      yield* promise(() => page.reload())
+      // No reload: the hook list refreshes itself, as the activity does.
       const removed = page.getByTestId("removed-hooks")
+      yield* promise(() => removed.getByText("Removed hooks (1)").waitFor(WAIT))
       yield* promise(() => removed.getByText("Removed hooks (1)").click())
       const row = removed.getByTestId("removed-hook").filter({ hasText: target })
       yield* promise(() => row.getByText("gone — the receiver said the hook no longer exists").waitFor(WAIT))
@@ -161,6 +162,9 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Hook lifecyc
       yield* promise(() => delivery.getByRole("button", { name: "Details" }).click())
       const detail = page.getByTestId("delivery-detail")
       yield* promise(() => detail.locator("li").getByText(/gone — the receiver said the hook no longer exists/).first().waitFor(WAIT))
+      // A replay would send nothing to a hook that is gone: no Replay button, the reason instead.
+      yield* promise(() => detail.getByTestId("not-replayable").getByText(/subscription was removed after its receiver answered 410 Gone, so a replay would send nothing/).waitFor(WAIT))
+      expect(yield* promise(() => detail.getByRole("button", { name: "Replay" }).count())).toBe(0)
       yield* noSeriousViolations(page, "[data-card=activity]")
       yield* promise(() => screenshot(page, "[data-card=activity]", "activity-gone"))
       expect(errors).toEqual([])

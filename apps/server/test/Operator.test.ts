@@ -158,6 +158,7 @@ describe.sequential("crm-relay operator commands", () => {
           const { dataDir, db, env } = yield* environment
           const account = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "A", "--json"], env)).stdout).id
           const other = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "B", "--json"], env)).stdout).id
+          const keyId = parse<{ id: string }>((yield* cli(["keys", "create", "--account", account, "--json"], env)).stdout).id
           // A call whose push succeeded after two attempts, and failed deliveries old and new, of both accounts.
           const { deliveries, push } = yield* onDatabase(db, dataDir, Effect.gen(function*() {
             const sql = yield* SqlClient.SqlClient
@@ -166,11 +167,14 @@ describe.sequential("crm-relay operator commands", () => {
             const [job] = yield* sql<{ id: string }>`
               INSERT INTO crm_push_jobs (call_id, account_id, tenant_id, status, attempts, finished_at)
               VALUES ('call-1', ${account}, 't-1', 'succeeded', 2, now()) RETURNING id`
-            const delivery = (accountId: string, status: string, createdAt: string) =>
+            const [removed] = yield* sql<{ id: string }>`
+              INSERT INTO subscriptions (account_id, target_url, event, created_by_key_id, removed_at)
+              VALUES (${account}, 'https://hooks.example/removed', 'all', ${keyId}, now()) RETURNING id`
+            const delivery = (accountId: string, status: string, createdAt: string, subscriptionId: string | null = null) =>
               Effect.map(
                 sql<{ id: string }>`
-                  INSERT INTO deliveries (account_id, event, call_id, payload, status, attempts, last_error, created_at)
-                  VALUES (${accountId}, 'lead', 'call-1', '{}'::jsonb, ${status}, 8, 'HTTP 500', ${createdAt}::timestamptz)
+                  INSERT INTO deliveries (account_id, event, call_id, payload, status, attempts, last_error, created_at, subscription_id)
+                  VALUES (${accountId}, 'lead', 'call-1', '{}'::jsonb, ${status}, 8, 'HTTP 500', ${createdAt}::timestamptz, ${subscriptionId})
                   RETURNING id`,
                 (rows) => rows[0]!.id
               )
@@ -181,7 +185,8 @@ describe.sequential("crm-relay operator commands", () => {
                 recent: yield* delivery(account, "failed", "2026-03-01T00:00:00Z"),
                 recentToo: yield* delivery(account, "failed", "2026-03-02T00:00:00Z"),
                 delivered: yield* delivery(account, "delivered", "2026-03-03T00:00:00Z"),
-                otherAccount: yield* delivery(other, "failed", "2026-03-01T00:00:00Z")
+                otherAccount: yield* delivery(other, "failed", "2026-03-01T00:00:00Z"),
+                ofRemovedSubscription: yield* delivery(account, "failed", "2026-03-04T00:00:00Z", removed!.id)
               }
             }
           }))
@@ -201,29 +206,37 @@ describe.sequential("crm-relay operator commands", () => {
           const pending = parse<{ pushes: Array<unknown> }>((yield* cli(["pushes", "list", "--status", "pending", "--json"], env)).stdout)
           expect(pending.pushes).toEqual([expect.objectContaining({ id: push, status: "pending", attempts: 0, previous_attempts: 2 })])
 
-          // Only the failed deliveries of the account created since --since: two of them, with progress lines and the count.
+          // A delivery of a removed subscription would be ended again unsent: refused alone (exit 2, the reason), counted in bulk.
+          const refusedDelivery = yield* cli(["deliveries", "replay", "--id", deliveries.ofRemovedSubscription], env)
+          expect(refusedDelivery.code).toBe(2)
+          expect(refusedDelivery.stderr).toContain("This delivery's subscription was removed, so a replay would send nothing.")
+          // Only the failed deliveries of the account created since --since: three match, two are queued, with progress lines and the count.
           const replayed = yield* cli(
             ["deliveries", "replay", "--status", "failed", "--account", account, "--since", "2026-02-01T00:00:00Z"],
             env
           )
           expect(replayed.code).toBe(0)
-          expect(replayed.stderr).toContain("Replaying deliveries: 1/2\n")
-          expect(replayed.stderr).toContain("Replaying deliveries: 2/2\n")
-          expect(replayed.stdout.trim()).toBe("Queued 2 of 2 matching deliveries again (same webhook-id each).")
+          expect(replayed.stderr).toContain("Replaying deliveries: 1/3\n")
+          expect(replayed.stderr).toContain("Replaying deliveries: 3/3\n")
+          expect(replayed.stdout.trim()).toBe(
+            "Queued 2 of 3 matching deliveries again (same webhook-id each); 1 not replayed: their subscription was removed or is disabled (enable a disabled one first)."
+          )
           const failedLeft = parse<{ deliveries: Array<{ id: string }> }>(
             (yield* cli(["deliveries", "list", "--status", "failed", "--json"], env)).stdout
           )
-          expect(failedLeft.deliveries.map((d) => d.id).sort()).toEqual([deliveries.old, deliveries.otherAccount].sort())
+          expect(failedLeft.deliveries.map((d) => d.id).sort()).toEqual(
+            [deliveries.old, deliveries.otherAccount, deliveries.ofRemovedSubscription].sort()
+          )
           const pendingNow = parse<{ deliveries: Array<{ id: string }> }>(
             (yield* cli(["deliveries", "list", "--status", "pending", "--json"], env)).stdout
           )
           expect(pendingNow.deliveries.map((d) => d.id).sort()).toEqual([deliveries.recent, deliveries.recentToo].sort())
-          // Again, as JSON: nothing failed matches now, and no progress line gets in the way of the one JSON line.
+          // Again, as JSON: only the unsendable one matches now, and no progress line gets in the way of the one JSON line.
           const again = yield* cli(
             ["deliveries", "replay", "--status", "failed", "--account", account, "--since", "2026-02-01T00:00:00Z", "--json"],
             env
           )
-          expect(parse<unknown>(again.stdout)).toEqual({ matched: 0, queued: 0, already_pending: 0 })
+          expect(parse<unknown>(again.stdout)).toEqual({ matched: 1, queued: 0, already_pending: 0, not_replayable: 1 })
           expect(again.stderr).not.toContain("Replaying deliveries")
         }),
       { timeout: 1_200_000 }

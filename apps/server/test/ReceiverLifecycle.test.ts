@@ -17,6 +17,8 @@ import * as Https from "node:https"
 import type { AddressInfo } from "node:net"
 import type { DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import type { SubscriptionPage } from "@crm-relay/contract/InternalApi/ListingsApi"
+import { Deliveries } from "@crm-relay/events"
+import { DeliveryOperations, layerRemote as deliveryOperations } from "../src/cli/DeliveryOperations.js"
 import { layerRemote, SubscriptionOperations } from "../src/cli/SubscriptionOperations.js"
 import * as Server from "../src/http/Server.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
@@ -143,6 +145,55 @@ layer(harness, { excludeTestServices: true })("receiver lifecycle on the server"
       // The next event queues nothing for it.
       yield* lead(accountId)
       expect((yield* deliveries(accountId)).deliveries).toHaveLength(1)
+    }))
+
+  it.effect("Replay of a delivery whose subscription is gone (410, or removed with DELETE /subscribe/{id}) or disabled is refused with 409 and the reason, on the internal API and in the CLI's operations, and nothing is queued or sent; after enable the same delivery is replayed with the same webhook-id", () =>
+    Effect.gen(function*() {
+      const h = yield* Harness
+      const operations = yield* Effect.provide(
+        DeliveryOperations,
+        deliveryOperations(h.admin, Redacted.make(ADMIN_TOKEN)).pipe(Layer.provide(FetchHttpClient.layer))
+      )
+      const replay = (id: string) => admin("POST", `/v1/deliveries/${id}/replay`)
+
+      // Gone after 410.
+      const gonePath = `/gone/${randomUUID()}`
+      const gone = yield* subscribed(gonePath)
+      yield* lead(gone.accountId)
+      const goneId = (yield* eventually(deliveries(gone.accountId), (p) => p.deliveries[0]?.status === "ended")).deliveries[0]!.id
+      const refusedGone = yield* replay(goneId)
+      expect(refusedGone.status).toBe(409)
+      expect(refusedGone.json).toEqual({ error: Deliveries.notReplayable.subscription_gone })
+      expect((yield* Effect.flip(operations.replay(goneId))).message).toBe(Deliveries.notReplayable.subscription_gone)
+
+      // Removed by its owner (DELETE /subscribe/{id}) after a delivery.
+      const removedPath = `/hooks/${randomUUID()}`
+      const removed = yield* subscribed(removedPath)
+      yield* lead(removed.accountId)
+      const removedId = (yield* eventually(deliveries(removed.accountId), (p) => p.deliveries[0]?.status === "delivered")).deliveries[0]!.id
+      expect((yield* request("DELETE", `${h.public}/subscribe/${removed.subscriptionId}`, { headers: bearer(removed.key) })).status).toBe(204)
+      const refusedRemoved = yield* replay(removedId)
+      expect(refusedRemoved.status).toBe(409)
+      expect(refusedRemoved.json).toEqual({ error: Deliveries.notReplayable.subscription_removed })
+
+      // Disabled: refused until enabled, then replayed with the same webhook-id.
+      const disabledPath = `/hooks/${randomUUID()}`
+      const disabled = yield* subscribed(disabledPath)
+      yield* lead(disabled.accountId)
+      const disabledId = (yield* eventually(deliveries(disabled.accountId), (p) => p.deliveries[0]?.status === "delivered")).deliveries[0]!.id
+      yield* admin("POST", `/v1/accounts/${disabled.accountId}/subscriptions/${disabled.subscriptionId}/disable`, { reason: "Maintenance." })
+      const refusedDisabled = yield* replay(disabledId)
+      expect(refusedDisabled.status).toBe(409)
+      expect(refusedDisabled.json).toEqual({ error: Deliveries.notReplayable.subscription_disabled })
+      expect((yield* deliveries(disabled.accountId)).deliveries[0]).toMatchObject({ id: disabledId, status: "delivered", attempts: 1 })
+      yield* admin("POST", `/v1/accounts/${disabled.accountId}/subscriptions/${disabled.subscriptionId}/enable`)
+      expect((yield* replay(disabledId)).json).toEqual({ id: disabledId, outcome: "queued" })
+      yield* eventually(Effect.sync(() => h.receiver.received(disabledPath).length), (n) => n === 2)
+      expect(h.receiver.received(disabledPath).map((r) => r["webhook-id"])).toEqual([disabledId, disabledId])
+
+      // Nothing was sent again to the gone or removed receivers.
+      expect(h.receiver.received(gonePath)).toHaveLength(1)
+      expect(h.receiver.received(removedPath)).toHaveLength(1)
     }))
 
   it.effect("Disable, enable and recover on the internal API (what the CLI and the Integrations area call): a disabled subscription gets no new deliveries and its pending ones end; recover is refused while disabled (409), with a window in the future or reversed (400), for another account's subscription (404); after enable it replays every ended delivery since the time, with progress", () =>

@@ -380,7 +380,9 @@ export const DeliveryDetail = Schema.Struct({
   ...DeliveryView.fields,
   /** The JSON sent, exactly as signed. */
   payload: Schema.String,
-  attempt_log: Schema.Array(AttemptView)
+  attempt_log: Schema.Array(AttemptView),
+  /** Why it cannot be replayed (its subscription was removed or is disabled), in one sentence; null when it can. */
+  not_replayable: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "PortalDeliveryDetail" })
 export type DeliveryDetail = typeof DeliveryDetail.Type
 
@@ -422,9 +424,14 @@ export const PushView = Schema.Struct({
 }).annotations({ identifier: "PortalPush" })
 export type PushView = typeof PushView.Type
 
-/** 409: the push succeeded; there is nothing to replay. */
+/** 409: a replay would do nothing (the push succeeded; the delivery's subscription was removed or is disabled); `error` says which. */
 export class NothingToReplay extends Schema.TaggedError<NothingToReplay>()("NothingToReplay", { error: Schema.String }) {
-  static readonly wire = errorObject(this, 409, "Only a failed push can be replayed.", "PortalNothingToReplayError")
+  static readonly wire = errorObject(
+    this,
+    409,
+    "A replay would do nothing: only a failed push can be replayed, and only a delivery whose subscription is neither removed nor disabled.",
+    "PortalNothingToReplayError"
+  )
 }
 
 const idPath = Schema.Struct({ id: Schema.String })
@@ -437,7 +444,7 @@ export class ActivityGroup extends HttpApiGroup.make("activity")
   .add(
     HttpApiEndpoint.post("replayDelivery", "/api/deliveries/:id/replay").setPath(idPath).addSuccess(Replayed, { status: 202 }).addError(
       NotFound.wire
-    )
+    ).addError(NothingToReplay.wire)
   )
   .add(HttpApiEndpoint.get("pushes", "/api/pushes").addSuccess(Schema.Struct({ pushes: Schema.Array(PushView) })))
   .add(

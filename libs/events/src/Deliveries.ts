@@ -113,6 +113,38 @@ const pageOf = (rows: ReadonlyArray<Delivery>, limit: number): DeliveryPage => {
   return { deliveries: page, nextCursor: rows.length > limit ? Option.some(page[page.length - 1]!.id) : Option.none() }
 }
 
+/**
+ * Why a delivery is not sent again when replayed: its subscription was
+ * removed (by its owner, or after its receiver answered 410 Gone) or is
+ * disabled. Its worker would end it again at once, sending nothing.
+ */
+export type Unsendable = "subscription_removed" | "subscription_gone" | "subscription_disabled"
+
+/** What a replay of a delivery did (`Unsendable`: refused, nothing changed). */
+export type ReplayOutcome = JobQueue.ReplayOutcome | Unsendable
+
+/** The sentence of each refusal, the same on every surface (internal API, CLI, Integrations area). */
+export const notReplayable: Record<Unsendable, string> = {
+  subscription_removed:
+    "This delivery's subscription was removed, so a replay would send nothing. The receiver must subscribe again; new events go to its new subscription.",
+  subscription_gone:
+    "This delivery's subscription was removed after its receiver answered 410 Gone, so a replay would send nothing. The receiver must subscribe again; new events go to its new subscription.",
+  subscription_disabled:
+    "This delivery's subscription is disabled, so a replay would send nothing. Enable the subscription first, then replay the delivery (or recover its deliveries)."
+}
+
+/** Whether `outcome` is a refusal (see `Unsendable`). */
+export const isUnsendable = (outcome: ReplayOutcome): outcome is Unsendable => outcome in notReplayable
+
+const unsendableState = (state: string | null): Unsendable | undefined =>
+  state === "removed"
+    ? "subscription_removed"
+    : state === "gone"
+    ? "subscription_gone"
+    : state === "disabled"
+    ? "subscription_disabled"
+    : undefined
+
 /** Longest error text kept in an attempt row. */
 export const MAX_ATTEMPT_ERROR = 500
 
@@ -161,7 +193,24 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         WHERE delivery_id = d.id ORDER BY id DESC LIMIT 1
       ) AS a ON true`
 
+    // The state of the delivery's subscription (SubscriptionLifecycle.ClaimedState; null: none recorded); none: no such delivery.
+    const subscriptionState = (id: string) =>
+      sql<{ state: string | null }>`SELECT ${sql.literal(claimedStateSql)} AS state FROM deliveries WHERE id = ${id}`.pipe(
+        Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => row.state)),
+        Effect.orDie
+      )
+
     return {
+      /**
+       * Why a replay of the delivery would be refused (see `Unsendable`), if
+       * it would; none as well for an unknown id.
+       */
+      notReplayable: Effect.fn("Deliveries.notReplayable")(function*(id: string) {
+        if (!isUuid(id)) return Option.none<Unsendable>()
+        const state = yield* subscriptionState(id)
+        return Option.flatMap(state, (value) => Option.fromNullable(unsendableState(value)))
+      }),
+
       /**
        * A page of the account's deliveries, latest first: `limit` (clamped to
        * 1..MAX_PAGE) after the delivery `cursor` when given.
@@ -252,10 +301,17 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
 
       /**
        * Queues a delivered, failed or ended delivery again (same id, so the same
-       * `webhook-id`), due now with a fresh attempt count.
+       * `webhook-id`), due now with a fresh attempt count. A delivery whose
+       * subscription was removed or is disabled is refused (`Unsendable`): the
+       * worker would end it again without sending anything.
        */
       replay: Effect.fn("Deliveries.replay")(function*(id: string) {
         if (!isUuid(id)) return "not_found" as const
+        const state = yield* subscriptionState(id)
+        if (Option.isNone(state)) return "not_found" as const
+        const unsendable = unsendableState(state.value)
+        // A subscription removed after this check: the worker ends the delivery unsent, as any of a removed one.
+        if (unsendable !== undefined) return unsendable
         // An ended delivery sent again is no longer ended for its old reason.
         const outcome = yield* queue.replay(id, { assignments: sql`end_reason = NULL` })
         if (outcome === "queued") yield* Audit.record("delivery.replayed", { delivery_id: id })

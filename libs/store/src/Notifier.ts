@@ -13,8 +13,8 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, PubSub, Stream } from "effect"
-import { createHash } from "node:crypto"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, Stream } from "effect"
+import { createHash, randomBytes } from "node:crypto"
 import { PgliteClient } from "./PgliteClient.js"
 
 /** Sends and receives notifications on named channels. */
@@ -55,13 +55,70 @@ const makeNotify = Effect.gen(function*() {
     sql`SELECT pg_notify(${name(channel)}, ${payload})`.pipe(Effect.asVoid, Effect.withSpan("Notifier.notify"))
 })
 
-/** Notifier over PostgreSQL: LISTEN on the client's dedicated listen connection. */
+/**
+ * Payloads the PostgreSQL notifier sends to itself to learn that a LISTEN is
+ * in effect; every replica's listener drops them.
+ */
+const SELF_PROBE = "crm-relay:listening:"
+
+/** How long a probe of a new LISTEN may go unanswered before it is sent again. */
+const PROBE_EVERY = Duration.millis(100)
+/** After this the next channel starts listening even if no probe came back (the listener is still kept). */
+const PROBE_GIVE_UP = Duration.seconds(5)
+
+/**
+ * Notifier over PostgreSQL: LISTEN on the client's dedicated listen
+ * connection. That one connection is shared by every channel, and the
+ * driver runs one query at a time on it: two LISTENs at once made it queue
+ * the second behind the first, which pg 8 warns about at every start and
+ * pg 9 refuses. So channels start listening one at a time, the next once a
+ * probe notification sent on the channel has come back, which also proves
+ * that the LISTEN took effect.
+ */
 export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlClient.SqlClient> = Layer.effect(
   Notifier,
   Effect.gen(function*() {
     const pg = yield* PgClient.PgClient
     const name = yield* namespaced
-    return Notifier.of({ notify: yield* makeNotify, listen: (channel) => pg.listen(name(channel)), channel: name })
+    const notify = yield* makeNotify
+    const oneAtATime = yield* Effect.makeSemaphore(1)
+
+    const listen = (channel: string): Stream.Stream<string, SqlError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          const full = name(channel)
+          const probe = `${SELF_PROBE}${randomBytes(8).toString("hex")}`
+          const heard = yield* Deferred.make<void>()
+          const mailbox = yield* Mailbox.make<string, SqlError>()
+          yield* oneAtATime.withPermits(1)(
+            Effect.gen(function*() {
+              const listener = yield* pg.listen(full).pipe(
+                Stream.runForEach((payload) =>
+                  payload === probe
+                    ? Deferred.succeed(heard, undefined)
+                    : payload.startsWith(SELF_PROBE)
+                    ? Effect.void
+                    : mailbox.offer(payload)
+                ),
+                Effect.exit,
+                Effect.flatMap((exit) => mailbox.done(exit)),
+                Effect.forkScoped
+              )
+              const poke = pg.notify(full, probe).pipe(
+                Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
+                Effect.repeat({ until: Option.isSome }),
+                Effect.timeoutOption(PROBE_GIVE_UP),
+                Effect.ignore
+              )
+              // A listener that fails (connection refused) ends the wait: its stream carries the error.
+              yield* Effect.raceFirst(poke, Effect.ignore(Fiber.await(listener)))
+            })
+          )
+          return Mailbox.toStream(mailbox)
+        })
+      )
+
+    return Notifier.of({ notify, listen, channel: name })
   })
 )
 

@@ -35,6 +35,33 @@ const listener = (channel: string) =>
   })
 
 layer(TestDatabase.layer, { excludeTestServices: true })("Notifier", (it) => {
+  // First in the file: Node prints a deprecation once per process, so an earlier test could hide it.
+  it.effect("listeners of several channels started at once never queue a LISTEN behind another on the shared connection (pg warns: \"Calling client.query() when the client is already executing a query is deprecated\"), and each hears only its own channel", () =>
+    Effect.gen(function*() {
+      const notifier = yield* Notifier
+      const warnings: Array<string> = []
+      const onWarning = (warning: Error) => warnings.push(warning.message)
+      process.on("warning", onWarning)
+      yield* Effect.addFinalizer(() => Effect.sync(() => process.off("warning", onWarning)))
+      const channels = ["a", "b", "c", "d"].map((c) => `at-once-${c}`)
+      const heard = new Map<string, Array<string>>(channels.map((c) => [c, []]))
+      const probe = ListenProbe.make()
+      for (const channel of channels) {
+        yield* probe.tap(notifier.listen(channel)).pipe(
+          Stream.runForEach((payload) => Effect.sync(() => heard.get(channel)!.push(payload))),
+          Effect.forkScoped
+        )
+      }
+      for (const channel of channels) {
+        const before = heard.get(channel)!.length
+        yield* probe.hears(notifier.notify(channel, `to-${channel}`))
+        // What reached this channel's listener since: its own payloads only.
+        expect(new Set(heard.get(channel)!.slice(before))).toEqual(new Set([`to-${channel}`]))
+      }
+      for (const channel of channels) expect(heard.get(channel)!.every((payload) => payload === `to-${channel}`)).toBe(true)
+      expect(warnings.filter((message) => message.includes("already executing a query"))).toEqual([])
+    }).pipe(Effect.scoped))
+
   it.effect("a notification reaches a listener of the same channel, not of another", () =>
     Effect.gen(function*() {
       const notifier = yield* Notifier

@@ -32,7 +32,9 @@ export const DeliveryDetail = ({ client, id, onReplayed }: { readonly client: Cl
             {d.end_reason !== null ? endedAs(d.end_reason) : d.status}
             {d.last_error !== null && <> — {d.last_error}</>}
           </p>
-          {d.status !== "pending" && <button type="button" onClick={replay}>Replay</button>}
+          {d.status !== "pending" && (d.not_replayable === null
+            ? <button type="button" onClick={replay}>Replay</button>
+            : <p className="hint" data-testid="not-replayable">{d.not_replayable}</p>)}
           <h4>Attempts</h4>
           {d.attempt_log.length === 0
             ? <p className="empty">No attempt yet.</p>

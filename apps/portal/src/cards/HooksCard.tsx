@@ -47,7 +47,8 @@ const TestResult = ({ client, deliveryId }: { readonly client: Client; readonly 
 }
 
 export const HooksCard = ({ client }: { readonly client: Client }) => {
-  const hooks = useLoad(() => run(client.hooks.list()), [client])
+  // Refreshed like the activity: a hook the receiver ends (410 Gone) or that is disabled shows without a reload.
+  const hooks = useLoad(() => run(client.hooks.list()), [client], 3000)
   const [target, setTarget] = useState("")
   const [event, setEvent] = useState<"lead" | "booking" | "all">("lead")
   const [message, setMessage] = useState<{ error?: string; ok?: string }>({})

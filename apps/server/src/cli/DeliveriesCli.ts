@@ -119,7 +119,9 @@ const replay = Command.make(
           if (status.length > 0 || Option.isSome(account) || Option.isSome(since)) {
             return yield* refused("Give either --id, or --status with --account and --since, not both.")
           }
-          const outcome = yield* operations.replay(id.value)
+          const outcome = yield* operations.replay(id.value).pipe(
+            Effect.catchTag("NotReplayable", (error) => Effect.fail(refused(error.message)))
+          )
           return yield* print(
             json,
             { id: id.value, outcome },
@@ -138,24 +140,35 @@ const replay = Command.make(
         const mode = Progress.mode(json)
         let queued = 0
         let pending = 0
+        // A delivery of a removed or disabled subscription would be ended again unsent: counted, not queued.
+        let unsendable = 0
         for (const [index, delivery] of ids.entries()) {
-          const outcome = yield* operations.replay(delivery)
+          const outcome = yield* operations.replay(delivery).pipe(
+            Effect.catchTag("NotReplayable", () => Effect.succeed("not_replayable" as const))
+          )
           if (outcome === "queued") queued++
-          else pending++
+          else if (outcome === "already_pending") pending++
+          else unsendable++
           yield* Progress.report(mode, "Replaying deliveries", index + 1, ids.length)
         }
         yield* print(
           json,
-          { matched: ids.length, queued, already_pending: pending },
+          { matched: ids.length, queued, already_pending: pending, not_replayable: unsendable },
           `Queued ${queued} of ${ids.length} matching deliveries again (same webhook-id each)` +
-            `${pending === 0 ? "" : `; ${pending} were already pending`}.`
+            `${pending === 0 ? "" : `; ${pending} were already pending`}` +
+            `${
+              unsendable === 0
+                ? ""
+                : `; ${unsendable} not replayed: their subscription was removed or is disabled (enable a disabled one first)`
+            }.`
         )
       })
     )
 ).pipe(
   Command.withDescription(
     "Send webhook deliveries again with the same webhook-id: one (--id), or every delivery in --status " +
-      "(optionally of --account, created since --since), with a progress bar on a terminal and a final count."
+      "(optionally of --account, created since --since), with a progress bar on a terminal and a final count. " +
+      "A delivery whose subscription was removed or is disabled is not sent again (enable a disabled one first)."
   )
 )
 

@@ -7,10 +7,10 @@
 import { Events } from "@crm-relay/contract"
 import { Accounts, Deliveries } from "@crm-relay/events"
 import { Migrations } from "@crm-relay/store"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import { type AdminError, databaseFailure, refused, unknownAccount } from "./AdminError.js"
 import type { PageRequest } from "./AdminOperations.js"
-import type { DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
+import { DeliveryNotReplayable, type DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import { messages, pageView } from "../http/internal/DeliveriesApiLive.js"
 import * as Replay from "../http/internal/Replay.js"
 import type { CliSettings } from "../config/Settings.js"
@@ -33,9 +33,15 @@ export class DeliveryOperations extends Context.Tag("@crm-relay/server/DeliveryO
   ) => Effect.Effect<DeliveryPage, AdminError>
   /** A page of deliveries in `statuses`, across accounts or of one, latest first. */
   readonly search: (filter: SearchFilter, page: PageRequest) => Effect.Effect<DeliveryPage, AdminError>
-  /** Queues a delivered or failed delivery again (same webhook-id). */
-  readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError>
+  /**
+   * Queues a delivered or failed delivery again (same webhook-id); refused
+   * (`NotReplayable`) when its subscription was removed or is disabled.
+   */
+  readonly replay: (id: string) => Effect.Effect<Replay.Replayed, AdminError | NotReplayable>
 }>() {}
+
+/** The delivery's subscription was removed or is disabled: a replay would send nothing. `message` says which and what to do. */
+export class NotReplayable extends Data.TaggedError("NotReplayable")<{ readonly message: string }> {}
 
 const unknownDelivery = (id: string) => refused(`No delivery with id ${id} exists.`)
 
@@ -71,7 +77,11 @@ export const layerDirect = Layer.effect(
       replay: (id) =>
         deliveries.replay(id).pipe(
           Effect.catchAllDefect((defect) => Effect.fail(databaseFailure(defect))),
-          Effect.flatMap(Replay.found(() => unknownDelivery(id)))
+          Effect.flatMap((outcome): Effect.Effect<Replay.Replayed, AdminError | NotReplayable> =>
+            Deliveries.isUnsendable(outcome)
+              ? Effect.fail(new NotReplayable({ message: Deliveries.notReplayable[outcome] }))
+              : Replay.found(() => unknownDelivery(id))(outcome)
+          )
         )
     })
   })
@@ -109,7 +119,9 @@ export const layerRemote = DataAccess.layerRemote(DeliveryOperations, ({ client,
     replay: (id) =>
       client.deliveries.replay({ path: { id } }).pipe(
         Effect.map((answer) => answer.outcome),
-        Effect.mapError(fail(unknownDelivery(id)))
+        Effect.mapError((error) =>
+          error instanceof DeliveryNotReplayable ? new NotReplayable({ message: error.error }) : fail(unknownDelivery(id))(error)
+        )
       )
   })
 })

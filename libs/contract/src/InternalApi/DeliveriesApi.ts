@@ -10,7 +10,9 @@
  * - `GET /v1/deliveries/{id}` → one delivery with every attempt.
  * - `POST /v1/deliveries/{id}/replay` → 202: a delivered or failed delivery
  *   is queued again, due now, with the same `webhook-id`; a pending one is
- *   left as it is (`already_pending`). Unknown id → 404.
+ *   left as it is (`already_pending`). Unknown id → 404. A delivery whose
+ *   subscription was removed or is disabled → 409 with the reason: it would
+ *   be ended again without being sent.
  *
  * Target URLs are shown without their query string (receivers often put a
  * token there). The group gets the admin-token middleware where InternalApi
@@ -86,6 +88,18 @@ export const ListParams = Schema.Struct({
   cursor: Schema.optionalWith(Schema.String, { exact: true })
 })
 
+/** 409: the delivery's subscription was removed or is disabled, so a replay would send nothing; `error` says which and what to do. */
+export class DeliveryNotReplayable extends Schema.TaggedError<DeliveryNotReplayable>()("DeliveryNotReplayable", {
+  error: Schema.String
+}) {
+  static readonly wire = Events.errorObject(
+    this,
+    409,
+    "The delivery's subscription was removed or is disabled, so a replay would send nothing.",
+    "DeliveryNotReplayableError"
+  )
+}
+
 /** Webhook deliveries. */
 export class DeliveriesGroup extends HttpApiGroup.make("deliveries")
   .add(
@@ -107,5 +121,6 @@ export class DeliveriesGroup extends HttpApiGroup.make("deliveries")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(ReplayAnswer, { status: 202 })
       .addError(Events.NotFound.wire)
+      .addError(DeliveryNotReplayable.wire)
   )
 {}

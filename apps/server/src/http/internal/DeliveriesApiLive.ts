@@ -7,7 +7,13 @@ import { Accounts, Deliveries } from "@crm-relay/events"
 import { Effect, Layer, Option } from "effect"
 import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import * as Replay from "./Replay.js"
-import type { AttemptView, DeliveryDetail, DeliveryPage, DeliveryView } from "@crm-relay/contract/InternalApi/DeliveriesApi"
+import {
+  type AttemptView,
+  type DeliveryDetail,
+  DeliveryNotReplayable,
+  type DeliveryPage,
+  type DeliveryView
+} from "@crm-relay/contract/InternalApi/DeliveriesApi"
 
 /** Sentences of the deliveries group's errors. */
 export const messages = {
@@ -85,7 +91,11 @@ const DeliveriesLive = HttpApiBuilder.group(InternalApi, "deliveries", (handlers
             : Effect.succeed(detailView(found.value))))
       .handle("replay", ({ path }) =>
         deliveries.replay(path.id).pipe(
-          Effect.flatMap(Replay.found(() => new Events.NotFound({ error: messages.unknownDelivery }))),
+          Effect.flatMap((outcome): Effect.Effect<Replay.Replayed, Events.NotFound | DeliveryNotReplayable> =>
+            Deliveries.isUnsendable(outcome)
+              ? Effect.fail(new DeliveryNotReplayable({ error: Deliveries.notReplayable[outcome] }))
+              : Replay.found(() => new Events.NotFound({ error: messages.unknownDelivery }))(outcome)
+          ),
           Effect.map((outcome) => ({ id: path.id, outcome }))
         ))
   }))

@@ -420,10 +420,12 @@ const ActivityLive = HttpApiBuilder.group(PortalApi.PortalApi, "activity", (hand
           const { accountId } = yield* CurrentSession
           const found = yield* ownDelivery(accountId, path.id)
           const payload = yield* deliveries.payload(path.id)
+          const refusal = found.delivery.status === "pending" ? Option.none() : yield* deliveries.notReplayable(path.id)
           return {
             ...deliveryView(found.delivery),
             payload: Option.getOrElse(payload, () => ""),
-            attempt_log: found.attempts.map(attemptView)
+            attempt_log: found.attempts.map(attemptView),
+            not_replayable: Option.match(refusal, { onNone: () => null, onSome: (reason) => Deliveries.notReplayable[reason] })
           }
         }))
       .handle("replayDelivery", ({ path }) =>
@@ -432,6 +434,7 @@ const ActivityLive = HttpApiBuilder.group(PortalApi.PortalApi, "activity", (hand
           yield* ownDelivery(accountId, path.id)
           const outcome = yield* deliveries.replay(path.id)
           if (outcome === "not_found" || outcome === "completed") return yield* new Events.NotFound({ error: messages.unknownDelivery })
+          if (Deliveries.isUnsendable(outcome)) return yield* new PortalApi.NothingToReplay({ error: Deliveries.notReplayable[outcome] })
           return { id: path.id, outcome }
         }))
       .handle("pushes", () =>
