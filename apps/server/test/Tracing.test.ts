@@ -110,5 +110,40 @@ describe("traces", () => {
         expect(value("crm_relay_jobs_total", { queue: "deliveries", result: "completed" })).toBeGreaterThanOrEqual(1)
         expect(families.get("crm_relay_job_duration_seconds")?.type).toBe("HISTOGRAM")
       }))
+
+    it.effect("GET /perform-list, answered before the router, keeps its server span: a caller's sampled traceparent is continued, the key check and its statement hang from it", () =>
+      Effect.gen(function*() {
+        const p = yield* Pipeline
+        const receiver = yield* Receiver
+        const accountId = ((yield* admin("POST", "/v1/accounts", { name: "Polled" })).json as Json)["id"] as string
+        const key = ((yield* admin("POST", `/v1/accounts/${accountId}/keys`)).json as Json)["key"] as string
+        const traceId = randomUUID().replaceAll("-", "")
+        const callerSpan = "00f067aa0ba902b7"
+        const answer = yield* request("GET", `${p.public}/perform-list?limit=2`, {
+          headers: { authorization: `Bearer ${key}`, traceparent: `00-${traceId}-${callerSpan}-01`, "user-agent": "poller/1" }
+        })
+        expect(answer.status).toBe(200)
+        const trace = yield* eventually(
+          Effect.sync(() => receiver.spans().filter((s) => s.traceId === traceId)),
+          (spans) => spans.some((s) => s.name === "http.server GET") && spans.some((s) => s.name === "IntegrationKeys.authorize")
+        )
+        const server = trace.find((s) => s.name === "http.server GET")!
+        expect(server.parentSpanId).toBe(callerSpan)
+        expect(server.attributes).toMatchObject({
+          "http.route": "/perform-list",
+          "http.request.method": "GET",
+          "http.response.status_code": 200,
+          "url.path": "/perform-list",
+          "url.query": "limit=2",
+          "user_agent.original": "poller/1"
+        })
+        // The key never reaches a span: the Authorization header is redacted as the platform does.
+        expect(JSON.stringify(trace)).not.toContain(key)
+        const byId = new Map(trace.map((s) => [s.spanId, s]))
+        const parentName = (name: string) => byId.get(trace.find((s) => s.name === name)!.parentSpanId)?.name
+        expect(parentName("IntegrationKeyAuth")).toBe("http.server GET")
+        expect(parentName("IntegrationKeys.authorize")).toBe("IntegrationKeyAuth")
+        expect(trace.some((s) => byId.get(s.parentSpanId)?.name === "IntegrationKeys.authorize" && s.name.startsWith("sql."))).toBe(true)
+      }))
   })
 })

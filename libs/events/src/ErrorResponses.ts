@@ -220,10 +220,32 @@ export const toResponse = (
   request: HttpServerRequest.HttpServerRequest,
   messages: Messages
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-  const failure = Cause.failureOption(cause)
-  const defect = Cause.dieOption(cause)
-  const error: unknown = Option.getOrElse(failure, () => Option.getOrUndefined(defect))
+  const error = causeError(cause)
+  // Refused input is answered by what the request declared; every other answer is the cause's alone.
+  if (!isTag("HttpApiDecodeError")(error) && !isTag("RequestError")(error)) return answerCause(cause, messages)
+  const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
+  const refuse = (sentence: string) => Effect.succeed(refusal(request, sentence, messages))
+  if (isTag("HttpApiDecodeError")(error)) {
+    if (hasBody && !isJson(request)) return refuse(CONTENT_TYPE)
+    const issues = (error as { issues: ReadonlyArray<DecodeIssue> }).issues
+    return refuse(decodeMessage(issues, !hasBody))
+  }
+  const reason = (error as { cause?: unknown }).cause
+  if (reason instanceof Error && reason.message === "maxBytes exceeded") return refuse(TOO_LARGE)
+  if (!isJson(request)) return refuse(CONTENT_TYPE)
+  return refuse("The request body is not valid JSON.")
+}
 
+/** The failure of `cause`, else its defect. */
+const causeError = (cause: Cause.Cause<unknown>): unknown =>
+  Option.getOrElse(Cause.failureOption(cause), () => Option.getOrUndefined(Cause.dieOption(cause)))
+
+/**
+ * The Error-object response for a `cause` that is no refused input (no decoding or body-reading
+ * failure): what `toResponse` answers for it, for a path that reads no input through the platform.
+ */
+export const answerCause = (cause: Cause.Cause<unknown>, messages: Messages): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const error = causeError(cause)
   if (error instanceof Events.RateLimited) {
     return Effect.succeed(
       json(429, encodeRateLimited(error), { "retry-after": String(Math.max(1, Math.ceil(error.retryAfterSeconds))) })
@@ -236,20 +258,6 @@ export const toResponse = (
   if (error instanceof Events.NotFound) return Effect.succeed(json(404, encodeNotFound(error)))
   if (error instanceof Events.Unavailable) return Effect.succeed(json(502, encodeUnavailable(error)))
   if (isTag("RouteNotFound")(error)) return Effect.succeed(json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound }))))
-
-  const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
-  const refuse = (sentence: string) => Effect.succeed(refusal(request, sentence, messages))
-  if (isTag("HttpApiDecodeError")(error)) {
-    if (hasBody && !isJson(request)) return refuse(CONTENT_TYPE)
-    const issues = (error as { issues: ReadonlyArray<DecodeIssue> }).issues
-    return refuse(decodeMessage(issues, !hasBody))
-  }
-  if (isTag("RequestError")(error)) {
-    const reason = (error as { cause?: unknown }).cause
-    if (reason instanceof Error && reason.message === "maxBytes exceeded") return refuse(TOO_LARGE)
-    if (!isJson(request)) return refuse(CONTENT_TYPE)
-    return refuse("The request body is not valid JSON.")
-  }
   return Effect.flatMap(declaredAnswer(error), Option.match({
     onSome: Effect.succeed,
     onNone: () => undeclared(cause, error, messages.strict === true)
@@ -257,7 +265,7 @@ export const toResponse = (
 }
 
 /** The strict answer to an interruption or an unexpected failure: the contract's 502. */
-const unreachable = json(
+export const unreachable = json(
   502,
   encodeUnavailable(
     new Events.Unavailable({

@@ -7,9 +7,10 @@ import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { EventApi, Events } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
 import { Context, Effect, Layer, Metric, Option, Redacted, Schema } from "effect"
+import type * as Accounts from "./Accounts.js"
 import * as ErrorResponses from "./ErrorResponses.js"
 import * as FailedKeys from "./FailedKeys.js"
-import { IntegrationKeys } from "./IntegrationKeys.js"
+import { IntegrationKeys, type IntegrationKeyId } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
 import { refusals } from "./RateLimiter.js"
 import { Subscriptions } from "./Subscriptions.js"
@@ -77,61 +78,108 @@ const performListLimit = (context: Context.Context<never>): number | undefined =
   return Option.isSome(decoded) ? decoded.value.limit : undefined
 }
 
+/** What the integration-key check reads of a request. */
+export interface KeyCheck {
+  /** The client address (see the server's ClientAddress); none when unknown. */
+  readonly address: string | undefined
+  readonly authorization: string | undefined
+  /** A GET /perform-list's `limit`: its preview is read by the authorizing statement. None for other pairs. */
+  readonly limit: number | undefined
+}
+
+/** A request the check let through: its key and account, and the preview read with it (`Preview.latest`), if asked for. */
+export interface Admitted {
+  readonly accountId: Accounts.AccountId
+  readonly keyId: IntegrationKeyId
+  readonly preview: unknown
+}
+
 /**
- * The failed-key limit of the client address (before any query: a refused
- * address costs a map lookup), integration-key authentication, then the
- * per-key rate limit.
+ * The check of every Event API request: the failed-key limit of the client
+ * address (before any query: a refused address costs a map lookup),
+ * integration-key authentication, then the per-key rate limit. Built once;
+ * the middleware and the server's own GET /perform-list path run this same check.
  */
+export const makeKeyCheck = Effect.gen(function*() {
+  const keys = yield* IntegrationKeys
+  const preview = yield* Preview
+  const failedKeys = yield* FailedKeys.FailedKeys
+  const tooManyFailures = messages.failedKeys(failedKeys.policy.limit)
+  const refuseAddress = (retryAfterSeconds: number) =>
+    Effect.zipRight(Metric.increment(FailedKeys.refusals), new Events.RateLimited({ error: tooManyFailures, retryAfterSeconds }))
+  return Effect.fnUntraced(function*(check: KeyCheck) {
+    const address = check.address
+    if (address !== undefined) {
+      const refused = yield* failedKeys.refused(address)
+      if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
+    }
+    // One statement finds the key and counts the request (IntegrationKeys.authorize); for
+    // GET /perform-list (the only GET pair) it also reads the preview: one round trip in all.
+    const limit = check.limit
+    const authorized = yield* keys.authorize(
+      bearerToken(check.authorization),
+      limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
+    )
+    if (Option.isNone(authorized)) {
+      if (address !== undefined) {
+        const failures = yield* failedKeys.fail(address)
+        if (!failures.allowed) return yield* refuseAddress(failures.retryAfterSeconds)
+      }
+      return yield* new Events.Unauthorized({ error: messages.unauthorized })
+    }
+    const { decision, key } = authorized.value
+    yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
+    if (!decision.allowed) {
+      yield* Metric.increment(refusals)
+      return yield* new Events.RateLimited({
+        error: messages.rateLimited,
+        retryAfterSeconds: decision.retryAfterSeconds
+      })
+    }
+    return { accountId: key.accountId, keyId: key.keyId, preview: authorized.value.alongside } satisfies Admitted
+  })
+})
+
+/** The span of the key check, on every Event API request (without the call-site stack trace Effect.fn captures). */
+const keyCheckSpan = Effect.withSpan("IntegrationKeyAuth", { captureStackTrace: false })
+
+/** See `makeKeyCheck`. */
 export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | Preview | FailedKeys.FailedKeys> =
   Layer.effect(
     EventApi.IntegrationKeyAuth,
     Effect.gen(function*() {
-      const keys = yield* IntegrationKeys
-      const preview = yield* Preview
-      const failedKeys = yield* FailedKeys.FailedKeys
-      const tooManyFailures = messages.failedKeys(failedKeys.policy.limit)
-      const refuseAddress = (retryAfterSeconds: number) =>
-        Effect.zipRight(Metric.increment(FailedKeys.refusals), new Events.RateLimited({ error: tooManyFailures, retryAfterSeconds }))
+      const keyCheck = yield* makeKeyCheck
       return EventApi.IntegrationKeyAuth.of({
         integrationKey: () =>
           Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
-            const address = Option.getOrUndefined(request.remoteAddress)
-            if (address !== undefined) {
-              const refused = yield* failedKeys.refused(address)
-              if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
-            }
-            // One statement finds the key and counts the request (IntegrationKeys.authorize); for
-            // GET /perform-list (the only GET pair) it also reads the preview: one round trip in all.
             const limit = request.method === "GET" ? performListLimit(yield* Effect.context<never>()) : undefined
-            const authorized = yield* keys.authorize(
-              bearerToken(request.headers["authorization"]),
-              limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
-            )
-            if (Option.isNone(authorized)) {
-              if (address !== undefined) {
-                const failures = yield* failedKeys.fail(address)
-                if (!failures.allowed) return yield* refuseAddress(failures.retryAfterSeconds)
-              }
-              return yield* new Events.Unauthorized({ error: messages.unauthorized })
-            }
-            const { decision, key } = authorized.value
-            yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
-            if (!decision.allowed) {
-              yield* Metric.increment(refusals)
-              return yield* new Events.RateLimited({
-                error: messages.rateLimited,
-                retryAfterSeconds: decision.retryAfterSeconds
-              })
-            }
-            if (limit !== undefined) prefetched.set(request, { limit, read: authorized.value.alongside })
+            const admitted = yield* keyCheck({
+              address: Option.getOrUndefined(request.remoteAddress),
+              authorization: request.headers["authorization"],
+              limit
+            })
+            if (limit !== undefined) prefetched.set(request, { limit, read: admitted.preview })
             // Only after the key: nothing but a JSON body is ever read or parsed.
             if (request.method === "POST") yield* ErrorResponses.guardJsonBody(request)
-            return { accountId: key.accountId, keyId: key.keyId }
-          }).pipe(Effect.withSpan("IntegrationKeyAuth", { captureStackTrace: false }))
+            return { accountId: admitted.accountId, keyId: admitted.keyId }
+          }).pipe(keyCheckSpan)
       })
     })
   )
+
+/**
+ * GET /perform-list as one effect, built once: the middleware's key check (in its span), then
+ * the handler's answer, for a server that serves this pair without the router. `limit` is decoded
+ * as the handler decodes it (`Events.PerformListParams`).
+ */
+export const makePerformList = Effect.gen(function*() {
+  const keyCheck = yield* makeKeyCheck
+  const preview = yield* Preview
+  return (check: KeyCheck & { readonly limit: number }): Effect.Effect<ReadonlyArray<Events.PreviewRecord>, Events.RateLimited | Events.Unauthorized> =>
+    Effect.flatMap(keyCheckSpan(keyCheck(check)), (admitted) =>
+      admitted.preview !== undefined ? preview.records(admitted.preview) : preview.list(admitted.accountId, check.limit))
+})
 
 /** The three endpoints. */
 export const EventsGroupLive = HttpApiBuilder.group(EventApi.EventApi, "events", (handlers) =>

@@ -18,8 +18,11 @@ import type { Duplex } from "node:stream"
 /** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
 export const serverOptions: Http.ServerOptions = { requireHostHeader: false }
 
-/** Answers a request itself (true) before any listener sees it, or leaves it to them (false). */
-export type Shortcut = (request: Http.IncomingMessage, response: Http.ServerResponse) => boolean
+/**
+ * Answers a request itself (true) before any listener sees it, or leaves it to them (false).
+ * `queued`: an earlier request of the same connection is not answered yet (pipelining).
+ */
+export type Shortcut = (request: Http.IncomingMessage, response: Http.ServerResponse, queued: boolean) => boolean
 
 /**
  * A Node HTTP server whose requests these rules see before any listener:
@@ -27,8 +30,8 @@ export type Shortcut = (request: Http.IncomingMessage, response: Http.ServerResp
  * (`install`'s shortcut) so that no listener, router or fiber runs for it.
  */
 export class Server extends Http.Server {
-  /** Set by `install`. */
-  first: Shortcut | undefined = undefined
+  /** Set by `install`: answers a request itself (true), or leaves it to the listeners (false). */
+  first: ((request: Http.IncomingMessage, response: Http.ServerResponse) => boolean) | undefined = undefined
 
   override emit(event: string, ...args: Array<unknown>): boolean {
     if (event === "request" && this.first !== undefined && this.first(args[0] as Http.IncomingMessage, args[1] as Http.ServerResponse)) {
@@ -87,10 +90,11 @@ export const install = (
 
   server.first = (request, response) => {
     const previous = latest.get(request.socket)
-    if (previous !== undefined && !answered(previous)) predecessor.set(request, previous)
+    const queued = previous !== undefined && !answered(previous)
+    if (queued) predecessor.set(request, previous)
     latest.set(request.socket, response)
     // Node writes the responses of one connection in request order, so an early answer waits its turn.
-    return shortcut !== undefined && shortcut(request, response)
+    return shortcut !== undefined && shortcut(request, response, queued)
   }
 
   // An expectation Node does not know would be a bare 417: serve the request as if it had none.

@@ -16,6 +16,8 @@ import * as ConnectionLimits from "./ConnectionLimits.js"
 import * as CallPipeline from "../workers/CallPipeline.js"
 import * as PublicEdge from "../config/PublicEdge.js"
 import * as RefusedAddresses from "./public/RefusedAddresses.js"
+import * as PerformList from "./public/PerformList.js"
+import type * as HttpConnections from "./HttpConnections.js"
 import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
 import * as InCallApiLive from "./internal/InCallApiLive.js"
@@ -133,7 +135,16 @@ export const layerWithDatabase = (options: ServeOptions) => {
       tag: PublicAddress,
       connectionLimits: { limits: edge.limits, listener: ConnectionLimits.publicPort },
       trustedProxies: edge.trustedProxies,
-      shortcut: RefusedAddresses.shortcut({ trusted: edge.trustedProxies, holdMs: edge.failedKeyHoldMs })
+      // Refused addresses first (no query at all), then the plain GET /perform-list.
+      shortcut: (refusals) =>
+        Effect.map(
+          Effect.all([
+            RefusedAddresses.shortcut({ trusted: edge.trustedProxies, holdMs: edge.failedKeyHoldMs })(refusals),
+            PerformList.shortcut({ trusted: edge.trustedProxies })(refusals)
+          ]),
+          ([refused, performList]): HttpConnections.Shortcut => (request, response, queued) =>
+            refused(request, response) || performList(request, response, queued)
+        )
     })).pipe(Layer.provide(FailedKeys.layerWithPolicy({ limit: edge.failedKeyLimit, window: Duration.minutes(1) })))
     : Layer.empty
   const portalOptions = options.portal

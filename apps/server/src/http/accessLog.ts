@@ -8,7 +8,7 @@
 import type { HttpApp } from "@effect/platform"
 import { HttpServerError, HttpServerRequest } from "@effect/platform"
 import * as Audit from "@crm-relay/store/Audit"
-import { Context, Effect, Exit, FiberRef, LogLevel, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
+import { Context, Effect, Exit, type Fiber, FiberRef, LogLevel, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Tracer } from "effect"
 import { performance } from "node:perf_hooks"
 import * as RefusalLog from "./RefusalLog.js"
 
@@ -68,11 +68,49 @@ export const observe = (api: string, method: string, route: string, status: numb
   metrics.seconds.unsafeUpdate(seconds, NO_TAGS)
 }
 
+/** A request answered: what its access line and metrics say. */
+export interface Answered {
+  readonly api: string
+  readonly method: string
+  /** The route template, or `UNMATCHED`. */
+  readonly route: string
+  readonly status: number
+  readonly seconds: number
+  readonly accountId: string | undefined
+  /** The client address (named on a 429's throttled line). */
+  readonly address: string | undefined
+}
+
 /**
- * The middleware for the API named `api`, whose requests act as `actor` until authenticated.
- * A flood of 429s (a rate limit holding) writes one line per client address per minute
- * (`refusals`), not one per request.
+ * Counts `answered` in the HTTP metrics and writes its access line when the log level of
+ * `fiber` (the request's) lets Info through. A flood of 429s (a rate limit holding) writes one
+ * line per client address per minute (`refusals`), not one per request.
  */
+export const record = (fiber: Fiber.RuntimeFiber<unknown, unknown>, refusals: RefusalLog.RefusalLog, answered: Answered): Effect.Effect<void> => {
+  const { api, method, route, status, seconds, accountId } = answered
+  observe(api, method, route, status, seconds)
+  // Below LOG_LEVEL the line would be dropped anyway: no fields, annotations or log call per request.
+  if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return Effect.void
+  const fields: Record<string, unknown> = {
+    log: "access",
+    api,
+    method,
+    route,
+    status,
+    duration_ms: Math.round(seconds * 100_000) / 100
+  }
+  if (accountId !== undefined) fields["account_id"] = accountId
+  if (status === 429) {
+    const address = answered.address ?? "unknown"
+    const leftOut = refusals(address, Date.now())
+    if (leftOut === undefined) return Effect.void
+    fields["client_address"] = address
+    fields["refusals_left_out"] = leftOut
+  }
+  return Effect.annotateLogs(Effect.logInfo("http request"), fields)
+}
+
+/** The middleware for the API named `api`, whose requests act as `actor` until authenticated (see `record`). */
 export const accessLog = (api: string, actor: string, refusals: RefusalLog.RefusalLog = RefusalLog.make()) =>
   <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.withFiberRuntime((fiber) => {
@@ -87,26 +125,14 @@ export const accessLog = (api: string, actor: string, refusals: RefusalLog.Refus
       const status = Exit.isSuccess(exit) ? exit.value.status : HttpServerError.causeResponseStripped(exit.cause)[0].status
       const matched = span?._tag === "Span" ? span.attributes.get("http.route") : undefined
       const route = typeof matched === "string" ? matched : UNMATCHED
-      observe(api, request.method, route, status, seconds)
-      // Below LOG_LEVEL the line would be dropped anyway: no fields, annotations or log call per request.
-      if (LogLevel.greaterThan(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return Effect.void
-      const accountId = acting.accountId ?? accountInPath(route, request.url)
-      const fields: Record<string, unknown> = {
-        log: "access",
+      return record(fiber, refusals, {
         api,
         method: request.method,
         route,
         status,
-        duration_ms: Math.round(seconds * 100_000) / 100
-      }
-      if (accountId !== undefined) fields["account_id"] = accountId
-      if (status === 429) {
-        const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-        const leftOut = refusals(address, Date.now())
-        if (leftOut === undefined) return Effect.void
-        fields["client_address"] = address
-        fields["refusals_left_out"] = leftOut
-      }
-      return Effect.annotateLogs(Effect.logInfo("http request"), fields)
+        seconds,
+        accountId: acting.accountId ?? accountInPath(route, request.url),
+        address: Option.getOrUndefined(request.remoteAddress)
+      })
     })
   })
