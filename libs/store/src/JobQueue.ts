@@ -847,6 +847,12 @@ export const run = <A, R>(
       slotFreed()
     }
 
+    // The slot was given back before the result was stored, so a claim (and its next-due reading) may
+    // have seen the row still leased and chosen to sleep until the lease ends: a retry stored since is
+    // due sooner, so the claimer reads the next due time again.
+    const afterStored = (result: JobResult) =>
+      result._tag === "Retry" ? Effect.sync(() => wakeUp.unsafeOffer(void 0)) : Effect.void
+
     const runJob = (job: Job<A>) =>
       Effect.suspend(() => {
         const started = clock.unsafeCurrentTimeNanos()
@@ -866,7 +872,7 @@ export const run = <A, R>(
                 finishing.add(job.id)
                 giveBack(job)
               }),
-              Effect.zipRight(finish(job, result), observe(result, started))
+              Effect.zipRight(finish(job, result), Effect.zipRight(afterStored(result), observe(result, started)))
             )
           ),
           Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
