@@ -8,6 +8,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
  *     [--rounds 2] [--outcomes 5000 (0: latency only)] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
  *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
+ *     [--node-options FLAGS]
  *
  * Each round, for crm-relay then graphile-worker:
  * 1. Drain: `--outcomes` deliveries queued while no worker runs (crm-relay:
@@ -28,6 +29,8 @@
  * on a fresh schema of DATABASE_URL (dropped at the end), crm-relay with
  * EGRESS_ALLOW_PRIVATE=127.0.0.1/32 and the receiver's CA in
  * NODE_EXTRA_CA_CERTS — otherwise the production egress path.
+ * `--node-options FLAGS` runs the crm-relay servers with those Node/V8 flags
+ * (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
  */
 import { Certificate } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -58,6 +61,7 @@ const only = Argv.text("only")
 const maxPerOrigin = Argv.text("max-per-origin")
 const serverLog = Argv.text("server-log")
 const cpuProfileDir = Argv.text("cpu-prof")
+const nodeOptions = Argv.text("node-options")
 const PEER = fileURLToPath(new URL("./GraphilePeer.ts", import.meta.url))
 const TSX_LOADER = new URL("../../../node_modules/tsx/dist/loader.mjs", import.meta.url).href
 
@@ -77,6 +81,7 @@ const startServer = (env: ServerEnv, role: "all" | "api") =>
     adminToken: env.adminToken,
     masterKey: env.masterKey,
     cpuProfileDir,
+    nodeOptions,
     stdout: serverLog === undefined ? "ignore" : Fs.openSync(serverLog, "a"),
     logLevel: serverLog === undefined ? "Warning" : "Info",
     env: {

@@ -7,6 +7,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:event-api -- \
  *     [--rounds 3] [--keys 400] [--requests-per-key 50] [--connections 50] [--pool 10] [--cpu-prof DIR]
+ *     [--node-options FLAGS]
  *
  * Every request carries a different key, round robin over `--keys` keys, and
  * each key makes `--requests-per-key` (< 60) requests in all, so no key ever
@@ -19,7 +20,8 @@
  * req/s, latency p50/p99 and server CPU per request (utime + stime of its
  * process over the round), its peak RSS (VmHWM), and the ratio crm-relay / raw.
  * `--cpu-prof DIR` writes crm-relay's CPU profile there (Node's --cpu-prof)
- * when it stops.
+ * when it stops; `--node-options FLAGS` runs crm-relay with those Node/V8
+ * flags (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
  */
 import { Events } from "@crm-relay/contract"
 import autocannon from "autocannon"
@@ -39,6 +41,7 @@ const connections = Argv.integer("connections", 50)
 const pool = Argv.integer("pool", 10)
 const warmupKeys = Math.max(20, Math.floor(keys / 4))
 const cpuProfileDir = Argv.text("cpu-prof")
+const nodeOptions = Argv.text("node-options")
 
 /** `count` integration keys over accounts of ten keys each, through the internal API. */
 const createKeys = (post: JsonRequest, adminUrl: string, adminToken: string, count: number) =>
@@ -120,6 +123,7 @@ const main = Effect.gen(function*() {
     adminToken,
     masterKey: randomBytes(32).toString("base64"),
     cpuProfileDir,
+    nodeOptions,
     stdout: "ignore",
     logLevel: "Warning",
     stopWithin: "15 seconds"

@@ -25,6 +25,8 @@ export interface ServeOptions {
   readonly masterKey: string
   /** Writes the server's CPU profile there when it stops (Node's --cpu-prof). */
   readonly cpuProfileDir: string | undefined
+  /** Node and V8 flags for the server (NODE_OPTIONS), to compare heap settings in the same run. */
+  readonly nodeOptions?: string | undefined
   /** Where the server's log lines (stdout) go: a file descriptor, or nowhere. */
   readonly stdout: number | "ignore"
   readonly logLevel: string
@@ -41,6 +43,15 @@ export interface RunningServer {
   readonly pid: number
   readonly adminUrl: string
   readonly publicUrl: string
+}
+
+/** NODE_OPTIONS of the server, when it has any. */
+const nodeOptions = (options: ServeOptions): Record<string, string> => {
+  const flags = [
+    ...(options.nodeOptions === undefined ? [] : [options.nodeOptions]),
+    ...(options.cpuProfileDir === undefined ? [] : [`--cpu-prof --cpu-prof-dir=${Path.resolve(options.cpuProfileDir)}`])
+  ]
+  return flags.length === 0 ? {} : { NODE_OPTIONS: flags.join(" ") }
 }
 
 const decodeServerFile = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ adminUrl: Schema.String, publicUrl: Schema.String })))
@@ -73,9 +84,7 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
               DATA_DIR: dataDir,
               LOG_LEVEL: options.logLevel,
               ...options.env,
-              ...(options.cpuProfileDir !== undefined
-                ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${Path.resolve(options.cpuProfileDir)}` }
-                : {})
+              ...nodeOptions(options)
             }
           }
         )
