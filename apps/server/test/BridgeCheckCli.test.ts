@@ -39,7 +39,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
       const text = yield* run([...rest, "--api-key", TENANT.apiKey, "--other-tenant", OTHER.tenantId, "--junit", junit], {
         OTHER_TENANT_API_KEY: OTHER.apiKey
       })
-      expect(text.code).toBe(0)
+      expect(text.code, text.stderr).toBe(0)
       expect(text.stdout).toContain(`svc.crm.v1 conformance check of rest ${bridge.restBaseUrl} (tenant t-1, API key)`)
       expect(text.stdout).toContain("PASS  auth.tenant_binding")
       expect(text.stdout).toContain("Verdict: PASSED — the bridge earns the read-only level (asked: read-only)")
@@ -55,13 +55,13 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
         {},
         `${TENANT.clientSecret}\n`
       )
-      expect(writes.code).toBe(0)
+      expect(writes.code, writes.stderr).toBe(0)
       expect(JSON.parse(writes.stdout) as Report).toMatchObject({ passed: true, earned_level: "writes" })
 
       // A faulty bridge: the check that names the fault fails, the command exits 1.
       yield* bridge.control.setFault(Faults.invalidReceipt("invented_match"), { operation: "contacts.search", times: "always" })
       const faulty = yield* run([...rest, "--api-key", TENANT.apiKey])
-      expect(faulty.code).toBe(1)
+      expect(faulty.code, faulty.stderr).toBe(1)
       expect(faulty.stdout).toContain("FAIL  contacts.search.no_invented_match")
       expect(faulty.stdout).toContain("hint: Answer {\"contact\": null} when no contact has the phone or email")
       expect(faulty.stderr).toContain("The bridge did not pass the read-only level: 1 check(s) failed")
@@ -82,9 +82,9 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
       // A stored connection: connections set, then bridge check --account --tenant.
       const account = (JSON.parse((yield* run(["accounts", "create", "--name", "Check", "--json"])).stdout) as { id: string }).id
       const set = yield* run(["connections", "set", "--account", account, "--tenant", TENANT.tenantId, "--transport", "rest", "--url", bridge.restBaseUrl, "--api-key", TENANT.apiKey])
-      expect(set.code).toBe(0)
+      expect(set.code, set.stderr).toBe(0)
       const stored = yield* run(["bridge", "check", "--account", account, "--tenant", TENANT.tenantId, "--json"])
-      expect(stored.code).toBe(0)
+      expect(stored.code, stored.stderr).toBe(0)
       expect(JSON.parse(stored.stdout) as Report).toMatchObject({ passed: true, earned_level: "read-only" })
       const mixed = yield* run(["bridge", "check", "--account", account, "--tenant", TENANT.tenantId, "--url", bridge.restBaseUrl])
       expect([mixed.code, mixed.stderr]).toEqual([2, expect.stringContaining("With --account the stored connection is checked")])
@@ -105,9 +105,9 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
       const run = (args: ReadonlyArray<string>) => Effect.tap(cli(args, env), (r) => Effect.sync(() => runs.push(r)))
       const account = (JSON.parse((yield* run(["accounts", "create", "--name", "Served", "--json"])).stdout) as { id: string }).id
       const set = yield* run(["connections", "set", "--account", account, "--tenant", TENANT.tenantId, "--transport", "mcp", "--url", setUp.bridge.mcpUrl, "--api-key", TENANT.apiKey])
-      expect(set.code).toBe(0)
+      expect(set.code, set.stderr).toBe(0)
       const stored = yield* run(["bridge", "check", "--account", account, "--tenant", TENANT.tenantId, "--writes", "--junit", Path.join(setUp.dir, "served.xml")])
-      expect(stored.code).toBe(0)
+      expect(stored.code, stored.stderr).toBe(0)
       expect(stored.stdout).toContain("Verdict: PASSED — the bridge earns the writes level (asked: writes)")
       expect(Fs.readFileSync(Path.join(setUp.dir, "served.xml"), "utf8")).toContain(`name="appointments.create.conflict"`)
       const unknown = yield* run(["bridge", "check", "--account", account, "--tenant", "t-unknown"])

@@ -56,7 +56,7 @@ describe("crm-relay --help", () => {
         cli(["migrate", "--help"], {}),
         cli(["serve", "--help"], {})
       ], { concurrency: 3 })
-      for (const run of [root, accountsCreate, keysCreate, keysDisable, migrate, serveHelp]) expect(run.code).toBe(0)
+      for (const run of [root, accountsCreate, keysCreate, keysDisable, migrate, serveHelp]) expect(run.code, run.stderr).toBe(0)
       for (const command of ["serve", "migrate", "accounts", "keys"]) expect(root.stdout).toContain(command)
       expect(accountsCreate.stdout).toContain("--name")
       expect(accountsCreate.stdout).toContain("--mode")
@@ -84,16 +84,16 @@ describe("crm-relay --help", () => {
       expect(group).toEqual(viaHelpGroup)
       expect(group.stdout).toContain("  crm-relay pushes <command> [options]")
       expect(group.stdout).toMatch(/^ {2}pushes replay {2,}Run a failed CRM push job again/m)
-      expect(typo.code).toBe(2)
+      expect(typo.code, typo.stderr).toBe(2)
       expect(typo.stderr).toEqual(unknown.stderr)
       expect(root.stdout).not.toMatch(/\u001b/)
       for (const line of root.stdout.split("\n")) expect(line.length).toBeLessThanOrEqual(80)
       expect(helpRoot).toEqual(root)
       expect(viaFlag).toEqual(viaHelp)
-      expect(viaHelp.code).toBe(0)
+      expect(viaHelp.code, viaHelp.stderr).toBe(0)
       expect(viaHelp.stdout).toContain("  crm-relay pushes list [--account <text>] [--status <text>...]")
       expect(viaHelp.stdout).not.toContain("This setting is optional.")
-      expect(unknown.code).toBe(2)
+      expect(unknown.code, unknown.stderr).toBe(2)
       expect(unknown.stderr.trim()).toBe(
         "There is no command `crm-relay pushes lsit`; the commands of `crm-relay pushes` are list, replay. Run `crm-relay help pushes` for what each does."
       )
@@ -105,14 +105,14 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
     Effect.gen(function*() {
       const { dataDir, db, env } = yield* environment
       const migrated = yield* cli(["migrate", "--json"], env)
-      expect(migrated.code).toBe(0)
+      expect(migrated.code, migrated.stderr).toBe(0)
       expect(parse<{ applied: Array<unknown> }>(migrated.stdout).applied).toEqual(
         db.kind === "pglite" ? allMigrations : []
       )
       expect((yield* cli(["migrate"], env)).stdout.trim()).toBe("The database is up to date.")
 
       const created = yield* cli(["accounts", "create", "--name", "Acme Plumbing", "--mode", "demo", "--json"], env)
-      expect(created.code).toBe(0)
+      expect(created.code, created.stderr).toBe(0)
       const account = parse<{ id: string; name: string; mode: string }>(created.stdout)
       expect(account).toMatchObject({ name: "Acme Plumbing", mode: "demo" })
       // A change made directly on the database is audited (on stderr) as the CLI's.
@@ -124,7 +124,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       expect(text.stdout).toMatch(/^Created account [0-9a-f-]{36} \(name: Default mode, mode: live\)\.$/m)
 
       const keyRun = yield* cli(["keys", "create", "--account", account.id, "--json"], env)
-      expect(keyRun.code).toBe(0)
+      expect(keyRun.code, keyRun.stderr).toBe(0)
       const key = parse<{ id: string; key: string }>(keyRun.stdout)
       expect(key.key).toMatch(/^crk_[A-Za-z0-9_-]{43}$/)
       expect(yield* keyWorks(db, dataDir, key.key)).toBe(true)
@@ -134,7 +134,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       expect(yield* keyWorks(db, dataDir, key.key)).toBe(false)
 
       const unknown = yield* cli(["keys", "create", "--account", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
-      expect(unknown.code).toBe(2)
+      expect(unknown.code, unknown.stderr).toBe(2)
       expect(unknown.stderr).toContain("No account with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
       expect(unknown.stdout).toBe("")
       const badMode = yield* cli(["accounts", "create", "--name", "X", "--mode", "production"], env)

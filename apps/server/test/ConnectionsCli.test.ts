@@ -33,7 +33,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
 
       // What the service does: connecting runs the capabilities check only.
       const set = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", bridge.restBaseUrl, "--api-key", TENANT.apiKey, "--json"])
-      expect(set.code).toBe(0)
+      expect(set.code, set.stderr).toBe(0)
       expect(parse<{ capabilities: { contract_version: string } }>(set.stdout).capabilities.contract_version).toBe("svc.crm.v1")
       const received = (yield* bridge.control.received).filter((r) => r.transport !== "oauth")
       expect(received.map((r) => r.operation)).toEqual(["capabilities"])
@@ -44,9 +44,9 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       }
 
       const test = yield* run(["connections", "test", ...base, "--json"])
-      expect(test.code).toBe(0)
+      expect(test.code, test.stderr).toBe(0)
       const rotate = yield* run(["master-key", "rotate", "--json"])
-      expect(rotate.code).toBe(0)
+      expect(rotate.code, rotate.stderr).toBe(0)
       const report = parse<{ resealed: number; undecryptable: Array<string> }>(rotate.stdout)
       expect(report.resealed).toBeGreaterThanOrEqual(1)
       expect(report.undecryptable).toEqual([])
@@ -54,7 +54,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       expect(rotate.stderr).not.toContain("Re-encrypting secrets")
       // Long work shows progress: plain lines off a terminal (a line per tenth of the way, and the end), then the count.
       const shown = yield* run(["master-key", "rotate"])
-      expect(shown.code).toBe(0)
+      expect(shown.code, shown.stderr).toBe(0)
       const total = report.resealed
       expect(shown.stderr).toContain(`Re-encrypting secrets: 0/${total}\n`)
       expect(shown.stderr).toContain(`Re-encrypting secrets: ${total}/${total}\n`)
@@ -66,7 +66,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         // A generated key on one replica would not be shared: refused, saying what to do.
         const { MASTER_KEY: _, ...withoutKey } = env
         const missing = yield* cli(["connections", "test", ...base], withoutKey)
-        expect(missing.code).toBe(2)
+        expect(missing.code, missing.stderr).toBe(2)
         expect(missing.stderr).toContain("MASTER_KEY must be set when DATABASE_URL is")
       }
       noSecrets(runs)
@@ -80,7 +80,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         ["connections", "set", "--account", live, "--tenant", TENANT.tenantId, "--transport", "rest", "--url", "https://127.0.0.1:1/crm", "--api-key", TENANT.apiKey],
         env
       )
-      expect(refused.code).toBe(1)
+      expect(refused.code, refused.stderr).toBe(1)
       expect(refused.stderr).toContain("The bridge at 127.0.0.1:1 refused the connection (ECONNREFUSED)")
       expect(refused.stderr).toContain("Check that the bridge is running and that the URL names its port. Nothing was stored.")
       expect(refused.stderr).not.toContain("try again later")
@@ -114,18 +114,18 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         {},
         `${TENANT.clientSecret}\n`
       )
-      expect(fromStdin.code).toBe(0)
+      expect(fromStdin.code, fromStdin.stderr).toBe(0)
 
       // Refusals name the flag to fix, store nothing, and exit 2.
       const badUrl = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", bridge.restBaseUrl.replace("https:", "http:"), "--api-key", TENANT.apiKey])
-      expect(badUrl.code).toBe(2)
+      expect(badUrl.code, badUrl.stderr).toBe(2)
       expect(badUrl.stderr).toContain("--url: The bridge URL must use https.")
       const noCredential = yield* run(["connections", "set", ...base, "--transport", "rest", "--url", bridge.restBaseUrl])
-      expect(noCredential.code).toBe(2)
+      expect(noCredential.code, noCredential.stderr).toBe(2)
       expect(noCredential.stderr).toContain("Give --api-key (or CONNECTION_API_KEY")
       const before = (yield* bridge.control.received).length
       const refused = yield* run(["connections", "set", "--account", demo, "--tenant", TENANT.tenantId, "--transport", "rest", "--url", bridge.restBaseUrl, "--api-key", TENANT.apiKey])
-      expect(refused.code).toBe(2)
+      expect(refused.code, refused.stderr).toBe(2)
       expect(refused.stderr).toContain("Demo and sandbox accounts cannot connect a bridge to a real CRM; this account's mode is demo.")
       expect((yield* bridge.control.received).length).toBe(before)
 
@@ -133,11 +133,11 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
         "connections", "set", "--account", live, "--tenant", TENANT.tenantId, "--transport", "mcp", "--url", bridge.mcpUrl,
         "--token-url", bridge.tokenUrl, "--client-id", TENANT.clientId, "--client-secret", TENANT.clientSecret
       ])
-      expect(set.code).toBe(0)
+      expect(set.code, set.stderr).toBe(0)
       if (db.kind === "postgres") {
         // A replica with another MASTER_KEY than the one the stored keys are wrapped under refuses to start.
         const wrong = yield* cli(["serve"], { ...env, PORT: "0", ADMIN_PORT: "0", PORTAL_PORT: "0", MASTER_KEY: Redacted.value(Vault.generateMasterKey()) })
-        expect(wrong.code).toBe(1)
+        expect(wrong.code, wrong.stderr).toBe(1)
         expect(wrong.stderr).toContain("set MASTER_KEY (or MASTER_KEY_PREVIOUS) to the key it was created with")
       }
       const inCall = (path: string, body: unknown) =>
@@ -148,7 +148,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay connections 
       expect((yield* inCall("contacts/search", { phone: "+1 555 010 0042" })).json).toEqual({ ok: true, contact: null })
 
       const rotate = yield* run(["master-key", "rotate", "--json"])
-      expect(rotate.code).toBe(0)
+      expect(rotate.code, rotate.stderr).toBe(0)
       expect(parse<{ resealed: number }>(rotate.stdout).resealed).toBeGreaterThanOrEqual(1)
       const upsert = yield* inCall("contacts/upsert", {
         contact: {

@@ -253,7 +253,7 @@ layer(Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None)), { 
       const { accountId, deliveryId } = seeded
 
       const text = yield* cli(["deliveries", "list", "--account", accountId], env)
-      expect(text.code).toBe(0)
+      expect(text.code, text.stderr).toBe(0)
       expect(text.stdout).toContain(`${deliveryId}  lead call call-cli-1  failed  attempts 8`)
       expect(text.stdout).toContain("https://hooks.example.com/cli?…  (no attempt yet)")
       expect(text.stdout).toContain("last error: Gave up")
@@ -268,7 +268,7 @@ layer(Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None)), { 
       expect(page.next_cursor).toBeNull()
 
       const unknown = yield* cli(["deliveries", "replay", "--id", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
-      expect(unknown.code).toBe(2)
+      expect(unknown.code, unknown.stderr).toBe(2)
       expect(unknown.stderr).toContain("No delivery with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
     }), { timeout: PROCESS_TEST_TIMEOUT })
 })

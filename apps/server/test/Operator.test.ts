@@ -63,13 +63,13 @@ describe.sequential("crm-relay operator commands", () => {
 
           // Issue: `accounts create --name ""` printed a server or database failure.
           const empty = yield* cli(["accounts", "create", "--name", ""], env)
-          expect(empty.code).toBe(2)
+          expect(empty.code, empty.stderr).toBe(2)
           expect(empty.stderr.trim()).toBe("name must not be empty.")
 
           const first = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "First", "--json"], env)).stdout)
           const second = parse<{ id: string }>((yield* cli(["accounts", "create", "--name", "Second", "--json"], env)).stdout)
           const page1 = yield* cli(["accounts", "list", "--limit", "1", "--json"], env)
-          expect(page1.code).toBe(0)
+          expect(page1.code, page1.stderr).toBe(0)
           const listed = parse<{ accounts: Array<{ id: string }>; next_cursor: string | null }>(page1.stdout)
           expect(listed.accounts.map((a) => a.id)).toEqual([first.id])
           expect(listed.next_cursor).toBe(first.id)
@@ -78,7 +78,7 @@ describe.sequential("crm-relay operator commands", () => {
           )
           expect(page2).toEqual({ accounts: [expect.objectContaining({ id: second.id, name: "Second" })], next_cursor: null })
           const badCursor = yield* cli(["accounts", "list", "--cursor", "nope"], env)
-          expect(badCursor.code).toBe(2)
+          expect(badCursor.code, badCursor.stderr).toBe(2)
           expect(badCursor.stderr).toContain("cursor")
 
           const key = parse<{ id: string; key: string }>((yield* cli(["keys", "create", "--account", first.id, "--json"], env)).stdout)
@@ -90,7 +90,7 @@ describe.sequential("crm-relay operator commands", () => {
           const subscriptionId = parse<{ id: string }>(subscribed.text).id
 
           const keys = yield* cli(["keys", "list", "--account", first.id, "--json"], env)
-          expect(keys.code).toBe(0)
+          expect(keys.code, keys.stderr).toBe(0)
           expect(keys.stdout).not.toContain(key.key)
           expect(parse<unknown>(keys.stdout)).toEqual({
             keys: [expect.objectContaining({ id: key.id, last_four: key.key.slice(-4), disabled: false, last_used_at: expect.any(String) })],
@@ -120,28 +120,28 @@ describe.sequential("crm-relay operator commands", () => {
           const connections = yield* cli(["connections", "list", "--account", first.id, "--json"], env)
           expect(parse<unknown>(connections.stdout)).toEqual({ connections: [], next_cursor: null })
           const removeNone = yield* cli(["connections", "remove", "--account", first.id, "--tenant", "t1"], env)
-          expect(removeNone.code).toBe(2)
+          expect(removeNone.code, removeNone.stderr).toBe(2)
           expect(removeNone.stderr).toContain("has no bridge connection")
           const unknown = yield* cli(["keys", "list", "--account", "00000000-0000-4000-8000-000000000000"], env)
-          expect(unknown.code).toBe(2)
+          expect(unknown.code, unknown.stderr).toBe(2)
           expect(unknown.stderr).toContain("No account")
 
           const failed = yield* cli(["deliveries", "list", "--status", "failed,pending", "--json"], env)
-          expect(failed.code).toBe(0)
+          expect(failed.code, failed.stderr).toBe(0)
           expect(parse<unknown>(failed.stdout)).toEqual({ deliveries: [], next_cursor: null })
           const badStatus = yield* cli(["deliveries", "list", "--status", "failed,lost"], env)
-          expect(badStatus.code).toBe(2)
+          expect(badStatus.code, badStatus.stderr).toBe(2)
           expect(badStatus.stderr).toContain("\"lost\" is not a status")
 
           // Issue: rotate through a running server ignored MASTER_KEY and accepted a malformed one.
           const malformed = yield* cli(["master-key", "rotate"], { ...env, MASTER_KEY: "not-base64" })
-          expect(malformed.code).toBe(2)
+          expect(malformed.code, malformed.stderr).toBe(2)
           expect(malformed.stderr).toContain("MASTER_KEY must be 32 random bytes in base64")
           // Through the running server (embedded database), a key other than the server's is refused.
           // On PostgreSQL the command works on the database itself, under the key it is given.
           if (db.kind === "pglite") {
             const other = yield* cli(["master-key", "rotate"], { ...env, MASTER_KEY: randomBytes(32).toString("base64") })
-            expect(other.code).toBe(2)
+            expect(other.code, other.stderr).toBe(2)
             expect(other.stdout).not.toContain("Rotated")
             expect(other.stderr).toContain("not under the MASTER_KEY given to the command")
           }
@@ -193,7 +193,7 @@ describe.sequential("crm-relay operator commands", () => {
 
           // Issue: `pushes replay` accepted a job that already succeeded and reset its attempt count.
           const refusedRun = yield* cli(["pushes", "replay", "--id", push], env)
-          expect(refusedRun.code).toBe(2)
+          expect(refusedRun.code, refusedRun.stderr).toBe(2)
           expect(refusedRun.stderr).toContain(`CRM push job ${push} already succeeded`)
           expect(refusedRun.stderr).toContain("Add --force")
           const stillSucceeded = parse<{ pushes: Array<{ id: string; attempts: number }> }>(
@@ -201,21 +201,21 @@ describe.sequential("crm-relay operator commands", () => {
           )
           expect(stillSucceeded.pushes).toEqual([expect.objectContaining({ id: push, attempts: 2 })])
           const forced = yield* cli(["pushes", "replay", "--id", push, "--force", "--json"], env)
-          expect(forced.code).toBe(0)
+          expect(forced.code, forced.stderr).toBe(0)
           expect(parse<unknown>(forced.stdout)).toEqual({ id: push, outcome: "queued" })
           const pending = parse<{ pushes: Array<unknown> }>((yield* cli(["pushes", "list", "--status", "pending", "--json"], env)).stdout)
           expect(pending.pushes).toEqual([expect.objectContaining({ id: push, status: "pending", attempts: 0, previous_attempts: 2 })])
 
           // A delivery of a removed subscription would be ended again unsent: refused alone (exit 2, the reason), counted in bulk.
           const refusedDelivery = yield* cli(["deliveries", "replay", "--id", deliveries.ofRemovedSubscription], env)
-          expect(refusedDelivery.code).toBe(2)
+          expect(refusedDelivery.code, refusedDelivery.stderr).toBe(2)
           expect(refusedDelivery.stderr).toContain("This delivery's subscription was removed, so a replay would send nothing.")
           // Only the failed deliveries of the account created since --since: three match, two are queued, with progress lines and the count.
           const replayed = yield* cli(
             ["deliveries", "replay", "--status", "failed", "--account", account, "--since", "2026-02-01T00:00:00Z"],
             env
           )
-          expect(replayed.code).toBe(0)
+          expect(replayed.code, replayed.stderr).toBe(0)
           expect(replayed.stderr).toContain("Replaying deliveries: 1/3\n")
           expect(replayed.stderr).toContain("Replaying deliveries: 3/3\n")
           expect(replayed.stdout.trim()).toBe(

@@ -133,7 +133,7 @@ describe("call pipeline: a worker killed mid-job", () => {
         expect(new Webhook(secret).verify(events[0]!.body, events[0]!.headers)).toMatchObject({ event: "lead", call_id: callId })
         // The operator's view of it, through the running server: `crm-relay pushes list`.
         const listed = yield* cli(["pushes", "list", "--status", "succeeded", "--json"], env)
-        expect(listed.code).toBe(0)
+        expect(listed.code, listed.stderr).toBe(0)
         expect(JSON.parse(listed.stdout).pushes).toMatchObject([{ id: push["id"], call_id: callId, status: "succeeded", attempts: 2 }])
         yield* Effect.logInfo("Recovered after SIGKILL").pipe(Effect.annotateLogs({ recovered_ms: recoveredIn, database: db.kind }))
         expect(yield* second.terminate).toBe(0)

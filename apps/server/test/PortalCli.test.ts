@@ -26,7 +26,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay portal link"
       const account = (JSON.parse(created.stdout) as { id: string }).id
 
       const minted = yield* cli(["portal", "link", "--account", account, "--json"], env)
-      expect(minted.code).toBe(0)
+      expect(minted.code, minted.stderr).toBe(0)
       const link = JSON.parse(minted.stdout) as { url: string; expires_at: string }
       expect(link.url).toMatch(/^https:\/\/integrations\.example\.com\/enter\?token=[A-Za-z0-9_-]{43}$/)
       const ttl = new Date(link.expires_at).getTime() - Date.now()
@@ -38,7 +38,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay portal link"
       expect(text.stdout).not.toContain(link.url)
 
       const unknown = yield* cli(["portal", "link", "--account", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
-      expect(unknown.code).toBe(2)
+      expect(unknown.code, unknown.stderr).toBe(2)
       expect(unknown.stderr).toContain("No account with id 0f8fad5b-d9cb-469f-a165-70867728950e exists.")
     }), { timeout: PROCESS_TEST_TIMEOUT })
 })
