@@ -51,6 +51,9 @@ export const table = JobQueue.table({
   // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
   fairness: { key: "target_origin", group: "account_id" },
   log: "delivery_attempts",
+  // Migration 0011: the fair claim with the select list below, planned once per session. A change of the
+  // select list needs a new version of the function (the Deliveries test compares the two claims).
+  claimFunction: "deliveries_claim_fairly",
   select: `account_id, target_url, payload::text AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state`

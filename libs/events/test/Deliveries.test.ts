@@ -5,8 +5,9 @@
  */
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { JobQueue } from "@crm-relay/store"
 import { Clock, Duration, Effect, Option, TestClock } from "effect"
-import { Deliveries, type DeliveryPage, recordAttempt } from "../src/Deliveries.js"
+import { Deliveries, type DeliveryPage, recordAttempt, table } from "../src/Deliveries.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
 layer(Harness.layer)("Deliveries", (it) => {
@@ -98,5 +99,38 @@ layer(Harness.layer)("Deliveries", (it) => {
       ])
       expect(yield* deliveries.find("00000000-0000-4000-8000-000000000000")).toEqual(Option.none())
       expect(yield* deliveries.find("nope")).toEqual(Option.none())
+    }).pipe(Effect.orDie))
+
+  it.effect("Claim: the fair claim function of the deliveries (migration 0011) claims what JobQueue's own statement claims, with the same columns", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.UTC(2031, 2, 1))
+      const sql = yield* SqlClient.SqlClient
+      const account = yield* Harness.account()
+      const other = yield* Harness.account("Other")
+      yield* account.subscribe("https://x.example.com/hook")
+      yield* account.subscribe("https://y.example.com/hook")
+      yield* other.subscribe("https://Y.example.com/other")
+      // Apart in time: a key's oldest due rows are claimed first, and ties may go either way.
+      for (const id of [account.id, account.id, other.id]) {
+        yield* TestClock.adjust(Duration.seconds(1))
+        yield* Harness.lead(id)
+      }
+      yield* TestClock.adjust(Duration.seconds(1))
+      yield* sql`UPDATE subscriptions SET removed_at = now(), removed_reason = 'gone' WHERE target_url = 'https://x.example.com/hook'`
+      yield* sql`UPDATE subscriptions SET failure_window_count = 1 WHERE target_url = 'https://y.example.com/hook'`
+      // Room for both of x's deliveries and one of y's three (one already running): the rooms decide.
+      const shares: JobQueue.ClaimShares = { maxPerKey: 2, running: new Map([["https://y.example.com", 1]]) }
+      const viaFunction = yield* JobQueue.make(table, "claim-function")
+      const viaStatement = yield* JobQueue.make({ ...table, claimFunction: undefined }, "claim-statement")
+      const byId = (a: JobQueue.Job<unknown>, b: JobQueue.Job<unknown>) => a.id.localeCompare(b.id)
+      const claimed = [...yield* viaFunction.claim(10, Duration.seconds(30), shares)].sort(byId)
+      // (Earlier tests of this file left deliveries of other origins pending.)
+      const isOurs = (job: JobQueue.Job<unknown>) => job.key === "https://x.example.com" || job.key === "https://y.example.com"
+      const ours = claimed.filter(isOurs)
+      expect(ours.map((job) => job.key).sort()).toEqual(["https://x.example.com", "https://x.example.com", "https://y.example.com"])
+      expect(new Set(ours.map((job) => (job.data as { subscription_state: string }).subscription_state))).toEqual(new Set(["gone", "failing"]))
+      expect(yield* viaFunction.release(claimed.map((job) => job.id))).toBe(claimed.length)
+      const again = [...yield* viaStatement.claim(10, Duration.seconds(30), shares)].sort(byId)
+      expect(again.filter(isOurs)).toEqual(ours)
     }).pipe(Effect.orDie))
 })

@@ -106,6 +106,8 @@ export interface JobTable<A> {
   readonly fairness: Fairness | undefined
   /** The table a finished attempt's `log` row goes to (in the finishing statement), if any. */
   readonly log: string | undefined
+  /** A function that makes this table's fair claim (see `table`), if any. */
+  readonly claimFunction: string | undefined
 }
 
 /**
@@ -141,6 +143,16 @@ export const table = <A, I>(options: {
   readonly fairness?: Fairness
   /** The attempt log table of `FinishExtras.log` rows. */
   readonly log?: string
+  /**
+   * A function (created by a migration) that makes the fair claim instead of
+   * the statement built here: PostgreSQL plans a function's statements once
+   * per session, where a statement sent as text is planned on every call.
+   * Called as `fn(owner, at, until, limit, max_per_key, room jsonb)`, it
+   * does what the built statement does and returns the same columns: `id`,
+   * `attempts`, the select list, `traceparent` (traced tables) and
+   * `job_fair_key`. It leaves `synchronous_commit` to the caller.
+   */
+  readonly claimFunction?: string
 }): JobTable<A> => {
   const names = Object.keys(options.row.fields)
   return {
@@ -151,7 +163,8 @@ export const table = <A, I>(options: {
     decode: Schema.decodeUnknown(options.row),
     traced: options.traced ?? false,
     fairness: options.fairness,
-    log: options.log
+    log: options.log,
+    claimFunction: options.claimFunction
   }
 }
 
@@ -324,6 +337,7 @@ export const make = <A>(
 
     const fair = jobs.fairness
     const keyColumn = fair === undefined ? undefined : sql(fair.key)
+    const claimFunction = jobs.claimFunction === undefined ? undefined : sql(jobs.claimFunction)
     const returning = keyColumn === undefined ? select : sql`${select}, ${t}.${keyColumn} AS job_fair_key`
     const due = (at: Date) =>
       sql`status = 'pending' AND next_attempt_at <= ${at} AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})`
@@ -359,10 +373,16 @@ export const make = <A>(
         )`
 
     // Fair: the oldest due rows of each key, up to its room, the groups taking turns; then lock what was
-    // chosen (SKIP LOCKED re-checks that the row is still due, so two claimers never take the same row).
+    // chosen (SKIP LOCKED re-checks that the row is still due, so two claimers never take the same row),
+    // one primary key lookup per row: a plan that reads every due row instead is never chosen, whatever
+    // the table's statistics say (a fresh backlog is often not analyzed yet).
     const claimFairly = (limit: number, at: Date, until: Date, shares: ClaimShares, keyColumn: Statement.Identifier, group: Statement.Identifier) => {
       const room: Record<string, number> = {}
       for (const [key, running] of shares.running) room[key] = shares.maxPerKey - running
+      if (claimFunction !== undefined) {
+        return sql<Record<string, unknown>>`SELECT claimed.* FROM ${claimFunction}(${owner}, ${at}, ${until}, ${limit},
+          ${shares.maxPerKey}, ${JSON.stringify(room)}::jsonb) AS claimed, ${asyncCommit}`
+      }
       return sql<Record<string, unknown>>`
         WITH RECURSIVE room AS (
           SELECT key, value::int AS room FROM jsonb_each_text(${JSON.stringify(room)}::jsonb)
@@ -380,8 +400,8 @@ export const make = <A>(
           SELECT id, next_attempt_at, row_number() OVER (PARTITION BY job_group ORDER BY next_attempt_at, id) AS turn
           FROM candidates
         ), chosen AS (
-          SELECT id FROM ${t} WHERE id IN (SELECT id FROM turns ORDER BY turn, next_attempt_at LIMIT ${limit}) AND ${due(at)}
-          FOR UPDATE SKIP LOCKED
+          SELECT locked.id FROM (SELECT id FROM turns ORDER BY turn, next_attempt_at LIMIT ${limit}) AS pick
+          CROSS JOIN LATERAL (SELECT id FROM ${t} WHERE ${t}.id = pick.id AND ${due(at)} FOR UPDATE SKIP LOCKED) AS locked
         )
         UPDATE ${t} SET lease_owner = ${owner}, lease_expires_at = ${until}, attempts = ${t}.attempts + 1
         FROM chosen, ${asyncCommit} WHERE ${t}.id = chosen.id
