@@ -13,6 +13,7 @@ import operatorListings from "./0007_operator_listings.js"
 import fairQueues from "./0008_fair_queues.js"
 import receiverLifecycle from "./0009_receiver_lifecycle.js"
 import portal from "./0010_portal.js"
+import eventApiFunctions from "./0012_event_api_functions.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -25,5 +26,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0007_operator_listings": operatorListings,
   "0008_fair_queues": fairQueues,
   "0009_receiver_lifecycle": receiverLifecycle,
-  "0010_portal": portal
+  "0010_portal": portal,
+  "0012_event_api_functions": eventApiFunctions
 }
