@@ -5,6 +5,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
 import { Accounts, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
@@ -299,6 +300,36 @@ describe("outcomes and the CRM push", () => {
         expect((yield* route(live))[0]).toBe("store")
         yield* (yield* Routing).set(live, { classifications: ["lead", "spam"] })
         expect((yield* route(live, { classification: "spam" }))[0]).toBe("store")
+      }))
+
+    it.effect("intake: once an account's facts are known, an outcome announced at once is one statement; a subscription or a bridge connection added since is seen by the next outcome", () =>
+      Effect.gen(function*() {
+        const outcomes = yield* Outcomes
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        const accountId = yield* connectedAccount("live", false)
+        const accept = () => outcomes.accept(`call-${randomUUID()}`, outcomeFor(accountId))
+        expect(yield* accept()).toMatchObject({ route: "event", deliveries: 1 })
+        let statements = 0
+        const second = yield* accept().pipe(Statement.withTransformer((statement) =>
+          Effect.sync(() => {
+            statements++
+            return statement
+          })
+        ))
+        expect(second).toMatchObject({ route: "event", deliveries: 1 })
+        expect(statements).toBe(1)
+        const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
+        yield* (yield* Subscriptions.Subscriptions).create({
+          accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
+          keyId: key.id,
+          targetUrl: "https://hooks.example.com/leads",
+          event: "lead"
+        })
+        const third = yield* accept()
+        expect(third).toMatchObject({ route: "event", deliveries: 2 })
+        expect(yield* deliveriesOf(third.call_id)).toHaveLength(2)
+        yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
+        expect((yield* accept()).route).toBe("push")
       }))
 
     it.effect("once per call id: the same body is a duplicate (nothing new queued), a different body a conflict", () =>

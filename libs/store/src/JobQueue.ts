@@ -690,6 +690,16 @@ export const defaultMaxPerKey = (concurrency: number): number => Math.max(1, Mat
  */
 export const CLAIM_WINDOW: Duration.Duration = Duration.millis(10)
 
+/** The longest a runner waits for its LISTEN before its first claim (see `run`). */
+export const LISTEN_WAIT: Duration.Duration = Duration.seconds(5)
+
+/** Sleeps `duration` of real time, whatever the Clock service is. */
+const realSleep = (duration: Duration.Duration): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), Duration.toMillis(duration))
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(30_000 * 2 ** Math.max(0, Math.min(attempt - 1, 20)), 3_600_000))
@@ -901,9 +911,14 @@ export const run = <A, R>(
       }
     }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("Lease heartbeat failed", cause)))
 
-    const listen = notifier.listen(jobs.channel).pipe(
+    // Open once the first LISTEN is in effect (or failed: then the runner polls meanwhile). The first claim
+    // waits for it: a job queued between a claim made earlier and the LISTEN would sleep until the poll.
+    const listening = yield* Deferred.make<void>()
+    const listen = Stream.unwrapScoped(Effect.tap(notifier.subscribe(jobs.channel), () => Deferred.succeed(listening, undefined))).pipe(
       Stream.runForEach(() => wakeUp.offer(void 0)),
-      Effect.catchAllCause((cause) => Effect.logWarning("Job notifications interrupted; polling meanwhile", cause)),
+      Effect.catchAllCause((cause) =>
+        Effect.zipRight(Deferred.succeed(listening, undefined), Effect.logWarning("Job notifications interrupted; polling meanwhile", cause))
+      ),
       Effect.zipRight(Effect.sleep(Duration.seconds(1))),
       Effect.forever
     )
@@ -987,5 +1002,7 @@ export const run = <A, R>(
     yield* Effect.logDebug("Job runner started").pipe(
       Effect.annotateLogs({ concurrency, batch_size: batchSize, max_per_key: maxPerKey, lease: Duration.format(lease), poll: Duration.format(poll) })
     )
+    // Bounded in real time, as a wake-up is (a test's clock may stand still): a LISTEN that hangs delays claims, never stops them.
+    yield* Effect.raceFirst(Deferred.await(listening), realSleep(LISTEN_WAIT))
     return yield* Effect.forever(Effect.suspend(() => stopping ? Effect.never : step))
   }).pipe(Effect.scoped, Effect.annotateLogs({ table: jobs.table }))

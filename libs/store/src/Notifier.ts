@@ -13,7 +13,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, type Scope, Stream } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { PgliteClient } from "./PgliteClient.js"
 
@@ -25,6 +25,11 @@ export class Notifier extends Context.Tag("@crm-relay/store/Notifier")<
     readonly notify: (channel: string, payload: string) => Effect.Effect<void, SqlError>
     /** The payloads sent to `channel` from now on (by any replica). */
     readonly listen: (channel: string) => Stream.Stream<string, SqlError>
+    /**
+     * Listens to `channel` for the scope: succeeds once the LISTEN is in
+     * effect, with the payloads sent from then on (`listen` is this, unwrapped).
+     */
+    readonly subscribe: (channel: string) => Effect.Effect<Stream.Stream<string, SqlError>, SqlError, Scope.Scope>
     /**
      * The database's name of `channel` (namespaced by schema), for a statement
      * that notifies with `pg_notify` itself (e.g. as part of an INSERT).
@@ -83,42 +88,40 @@ export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlCli
     const notify = yield* makeNotify
     const oneAtATime = yield* Effect.makeSemaphore(1)
 
-    const listen = (channel: string): Stream.Stream<string, SqlError> =>
-      Stream.unwrapScoped(
-        Effect.gen(function*() {
-          const full = name(channel)
-          const probe = `${SELF_PROBE}${randomBytes(8).toString("hex")}`
-          const heard = yield* Deferred.make<void>()
-          const mailbox = yield* Mailbox.make<string, SqlError>()
-          yield* oneAtATime.withPermits(1)(
-            Effect.gen(function*() {
-              const listener = yield* pg.listen(full).pipe(
-                Stream.runForEach((payload) =>
-                  payload === probe
-                    ? Deferred.succeed(heard, undefined)
-                    : payload.startsWith(SELF_PROBE)
-                    ? Effect.void
-                    : mailbox.offer(payload)
-                ),
-                Effect.exit,
-                Effect.flatMap((exit) => mailbox.done(exit)),
-                Effect.forkScoped
-              )
-              const poke = pg.notify(full, probe).pipe(
-                Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
-                Effect.repeat({ until: Option.isSome }),
-                Effect.timeoutOption(PROBE_GIVE_UP),
-                Effect.ignore
-              )
-              // A listener that fails (connection refused) ends the wait: its stream carries the error.
-              yield* Effect.raceFirst(poke, Effect.ignore(Fiber.await(listener)))
-            })
-          )
-          return Mailbox.toStream(mailbox)
-        })
-      )
+    const subscribe = (channel: string): Effect.Effect<Stream.Stream<string, SqlError>, SqlError, Scope.Scope> =>
+      Effect.gen(function*() {
+        const full = name(channel)
+        const probe = `${SELF_PROBE}${randomBytes(8).toString("hex")}`
+        const heard = yield* Deferred.make<void>()
+        const mailbox = yield* Mailbox.make<string, SqlError>()
+        yield* oneAtATime.withPermits(1)(
+          Effect.gen(function*() {
+            const listener = yield* pg.listen(full).pipe(
+              Stream.runForEach((payload) =>
+                payload === probe
+                  ? Deferred.succeed(heard, undefined)
+                  : payload.startsWith(SELF_PROBE)
+                  ? Effect.void
+                  : mailbox.offer(payload)
+              ),
+              Effect.exit,
+              Effect.flatMap((exit) => mailbox.done(exit)),
+              Effect.forkScoped
+            )
+            const poke = pg.notify(full, probe).pipe(
+              Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
+              Effect.repeat({ until: Option.isSome }),
+              Effect.timeoutOption(PROBE_GIVE_UP),
+              Effect.ignore
+            )
+            // A listener that fails (connection refused) ends the wait: its stream carries the error.
+            yield* Effect.raceFirst(poke, Effect.ignore(Fiber.await(listener)))
+          })
+        )
+        return Mailbox.toStream(mailbox)
+      })
 
-    return Notifier.of({ notify, listen, channel: name })
+    return Notifier.of({ notify, listen: (channel) => Stream.unwrapScoped(subscribe(channel)), subscribe, channel: name })
   })
 )
 
@@ -145,24 +148,23 @@ export const layerPglite: Layer.Layer<Notifier, SqlError, PgliteClient | SqlClie
             : client`LISTEN ${client(channel)}`.pipe(Effect.tap(() => Effect.sync(() => listening.add(channel))))
         )
       )
+    const subscribe = (channel: string) =>
+      Effect.gen(function*() {
+        const full = name(channel)
+        // Subscribe before LISTEN so nothing sent after `listen` returns is missed.
+        const queue = yield* PubSub.subscribe(hub)
+        yield* ensureListening(full)
+        return Stream.fromQueue(queue).pipe(
+          // Empty payloads are dropped, as the PostgreSQL listener does.
+          Stream.filter(([c, payload]) => c === full && payload !== ""),
+          Stream.map(([, payload]) => payload)
+        )
+      })
     return Notifier.of({
       notify: yield* makeNotify,
       channel: name,
-      listen: (channel) => {
-        const full = name(channel)
-        return Stream.unwrapScoped(
-          Effect.gen(function*() {
-            // Subscribe before LISTEN so nothing sent after `listen` returns is missed.
-            const queue = yield* PubSub.subscribe(hub)
-            yield* ensureListening(full)
-            return Stream.fromQueue(queue).pipe(
-              // Empty payloads are dropped, as the PostgreSQL listener does.
-              Stream.filter(([c, payload]) => c === full && payload !== ""),
-              Stream.map(([, payload]) => payload)
-            )
-          })
-        )
-      }
+      listen: (channel) => Stream.unwrapScoped(subscribe(channel)),
+      subscribe
     })
   })
 )

@@ -8,7 +8,7 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Eventually, ListenProbe } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
 import * as JobQueue from "../src/JobQueue.js"
 import { Notifier } from "../src/Notifier.js"
 import * as TestDatabase from "../src/TestDatabase.js"
@@ -77,7 +77,12 @@ const runListening = <R>(
   Effect.gen(function*() {
     const probe = ListenProbe.make()
     const probed = Effect.map(Notifier, (notifier) =>
-      Notifier.of({ notify: notifier.notify, channel: notifier.channel, listen: (channel) => probe.tap(notifier.listen(channel)) }))
+      Notifier.of({
+        notify: notifier.notify,
+        channel: notifier.channel,
+        listen: (channel) => probe.tap(notifier.listen(channel)),
+        subscribe: (channel) => Effect.map(notifier.subscribe(channel), probe.tap)
+      }))
     const runner = yield* JobQueue.run(jobs, handler, options).pipe(Effect.provideServiceEffect(Notifier, probed), Effect.fork)
     yield* probe.hears(JobQueue.wake(jobs))
     return runner
@@ -562,6 +567,36 @@ layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) =
       yield* sql.withTransaction(Effect.zipRight(insertJobs(jobs, 1, new Date(Date.now() - 1000)), JobQueue.wake(jobs)))
       // Within minutes, not the hour of the poll: only the notification can have woken it.
       yield* eventually(Effect.sync(() => started.length === 1))
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Wake-up: the runner's first claim waits for its LISTEN to be in effect, so a job queued meanwhile is not left to the poll", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      // A LISTEN that takes effect only when the test opens the gate; notifications sent before it are lost.
+      let requested = false
+      let open = false
+      const gate = yield* Deferred.make<void>()
+      const gated = Effect.map(Notifier, (notifier) =>
+        Notifier.of({
+          ...notifier,
+          subscribe: (channel) =>
+            Effect.zipRight(Effect.sync(() => {
+              requested = true
+            }), Effect.zipRight(Deferred.await(gate), notifier.subscribe(channel)))
+        }))
+      const seen: Array<boolean> = []
+      const runner = yield* JobQueue.run(jobs, () => Effect.sync(() => seen.push(open)).pipe(Effect.as(JobQueue.JobResult.Complete({}))), {
+        pollInterval: Duration.hours(1)
+      }).pipe(Effect.provideServiceEffect(Notifier, gated), Effect.fork)
+      yield* eventually(Effect.sync(() => requested))
+      // A runner that claims before listening runs the job now; one that waits cannot, however long this lasts.
+      yield* eventually(Effect.sync(() => seen.length > 0), Duration.seconds(1)).pipe(Effect.catchAllDefect(() => Effect.void))
+      open = true
+      yield* Deferred.succeed(gate, undefined)
+      yield* eventually(Effect.sync(() => seen.length === 1))
+      expect(seen).toEqual([true])
       yield* Fiber.interrupt(runner)
     }))
 

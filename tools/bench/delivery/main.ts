@@ -6,7 +6,7 @@
  * in this process answers 200 at once.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
- *     [--rounds 2] [--outcomes 5000] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
+ *     [--rounds 2] [--outcomes 5000 (0: latency only)] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
  *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
  *
  * Each round, for crm-relay then graphile-worker:
@@ -22,6 +22,7 @@
  *    `POST /v1/calls/{id}/outcome`; graphile-worker: add_job returned) →
  *    arrival at the receiver, p50/p99; and for crm-relay the outcome
  *    request's own latency, p50/p99.
+ * With `--outcomes 0` the drain is left out: latency alone, for short runs.
  * Then the medians over rounds and the ratio line. Duplicates (a webhook-id
  * received twice) are counted; expected 0. Both run in their own processes
  * on a fresh schema of DATABASE_URL (dropped at the end), crm-relay with
@@ -206,6 +207,16 @@ interface RoundFigures {
   readonly requestP99?: number
 }
 
+/** The drain's figures when `--outcomes 0` leaves it out. */
+const noDrain = {
+  drainPerSecond: Number.NaN,
+  workerCpuMicros: Number.NaN,
+  databaseCpuMicros: Number.NaN,
+  deliveries: 0,
+  rssMiB: Number.NaN,
+  connections: Number.NaN
+}
+
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!
@@ -213,9 +224,11 @@ const median = (values: ReadonlyArray<number>) => {
 
 const report = (name: string, f: RoundFigures) =>
   Console.log(
-    `  ${name}: drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
-      f.databaseCpuMicros.toFixed(0)
-    } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
+    `  ${name}: ${
+      Number.isNaN(f.drainPerSecond) ? "" : `drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
+        f.databaseCpuMicros.toFixed(0)
+      } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; `
+    }accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
       f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
     }`
   )
@@ -302,7 +315,7 @@ const main = Effect.gen(function*() {
     Effect.gen(function*() {
       const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
       const transactionsBefore = yield* transactions(admin)
-      const drained = yield* Effect.scoped(Effect.gen(function*() {
+      const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin)
         const connectionsBefore = receiver.arrivals.connections
         const server = yield* startServer(env, "all")
@@ -322,7 +335,7 @@ const main = Effect.gen(function*() {
         }
       }))
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
-      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
+      const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* startServer(env, "all")
         if (warmup > 0) {
@@ -361,7 +374,7 @@ const main = Effect.gen(function*() {
         for (const callId of batch) backlog.set(callId, performance.now())
       }
       const transactionsBefore = yield* transactions(admin)
-      const drained = yield* Effect.scoped(Effect.gen(function*() {
+      const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin)
         const connectionsBefore = receiver.arrivals.connections
         const pid = yield* startPeer(peerEnv)
@@ -381,7 +394,7 @@ const main = Effect.gen(function*() {
         }
       }))
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
-      const transactionsPerDelivery = yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
+      const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
         yield* startPeer(peerEnv)
         const offer = (label: string, count: number) =>
@@ -440,7 +453,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
   if (crm.length > 0) yield* report("crm-relay", summary(crm))
   if (peer.length > 0) yield* report("graphile-worker", summary(peer))
-  if (crm.length > 0 && peer.length > 0) {
+  if (crm.length > 0 && peer.length > 0 && outcomes > 0) {
     const ratio = summary(crm).drainPerSecond / summary(peer).drainPerSecond
     yield* Console.log(`ratio: crm-relay drains ${ratio.toFixed(2)}× graphile-worker's deliveries/s (goal ≥ 1.5)`)
   }

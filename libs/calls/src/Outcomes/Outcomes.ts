@@ -76,6 +76,26 @@ const Facts = Schema.Struct({
   subscriptions: Schema.Array(Schema.Struct({ id: Schema.String, targetUrl: Schema.String }))
 })
 
+/** The facts of one account (tenant, event kind) and their JSON as the database wrote it. */
+interface Known {
+  readonly facts: typeof Facts.Type
+  readonly json: string
+}
+
+/** How many accounts' facts a replica remembers (see `accept`). */
+const MAX_KNOWN = 10_000
+
+const decodeFactsValue = Schema.decodeUnknown(Facts)
+
+// NULL (no such account) is none; the JSON is kept to compare with what the database reads next time.
+const decodeFacts = (value: unknown) =>
+  value === null
+    ? Effect.succeed(Option.none<Known>())
+    : Effect.map(decodeFactsValue(value), (facts) => Option.some<Known>({ facts, json: JSON.stringify(value) }))
+
+/** Facts found changed this many times in a row for one outcome: something is wrong, not merely busy. */
+const MAX_DECISIONS = 5
+
 /** Accepts and reads call outcomes. */
 export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outcomes", {
   effect: Effect.gen(function*() {
@@ -122,36 +142,58 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           WHERE call_id = ${callId} AND event_fanned_out_at IS NULL
           RETURNING call_id`.pipe(Effect.map((rows) => rows.length > 0))
 
-    // What the route of an outcome needs, in one statement: the account's mode, its routing rules (none
+    // What the route of an outcome needs, as one JSON value: the account's mode, its routing rules (none
     // stored: the defaults), whether the tenant has a bridge (existence only: the credentials are decrypted
-    // by the worker, not at acceptance), and the subscriptions an event of `kind` goes to.
-    const facts = SqlSchema.findOne({
-      Request: Schema.Struct({ accountId: Schema.String, tenantId: Schema.String, kind: Schema.Literal("lead", "booking") }),
-      Result: Facts,
-      execute: ({ accountId, kind, tenantId }) =>
-        sql`SELECT a.mode, rules.crm_push, rules.classifications,
-              EXISTS (SELECT 1 FROM connections AS c WHERE c.account_id = a.id AND c.tenant_id = ${tenantId}) AS connected,
-              (SELECT COALESCE(jsonb_agg(jsonb_build_object('id', s.id, 'targetUrl', s.target_url) ORDER BY s.seq), '[]'::jsonb)
-                FROM subscriptions AS s WHERE s.account_id = a.id AND ${Subscriptions.receiving(sql, kind)}) AS subscriptions
-            FROM accounts AS a LEFT JOIN routing_rules AS rules ON rules.account_id = a.id
-            WHERE a.id = ${accountId}`
-    })
+    // by the worker, not at acceptance), and the subscriptions an event of `kind` goes to. NULL: no such account.
+    const factsOf = (accountId: string, tenantId: string, kind: "lead" | "booking") =>
+      sql`(SELECT jsonb_build_object(
+            'mode', a.mode, 'crm_push', rules.crm_push, 'classifications', rules.classifications,
+            'connected', EXISTS (SELECT 1 FROM connections AS c WHERE c.account_id = a.id AND c.tenant_id = ${tenantId}),
+            'subscriptions', (SELECT COALESCE(jsonb_agg(jsonb_build_object('id', s.id, 'targetUrl', s.target_url) ORDER BY s.seq), '[]'::jsonb)
+              FROM subscriptions AS s WHERE s.account_id = a.id AND ${Subscriptions.receiving(sql, kind)}))
+          FROM accounts AS a LEFT JOIN routing_rules AS rules ON rules.account_id = a.id
+          WHERE a.id = ${accountId})`
+    const readFacts = (accountId: string, tenantId: string, kind: "lead" | "booking") =>
+      sql<{ facts: unknown }>`SELECT ${factsOf(accountId, tenantId, kind)} AS facts`.pipe(
+        Effect.flatMap((rows) => decodeFacts(rows[0]?.facts ?? null)),
+        Effect.orDie
+      )
+
+    // The facts each account (tenant, event kind) had at its last outcome, so that the next one is a single
+    // statement: it re-reads them and writes only if they are still the same (see `insertAnnounced`).
+    const known = new Map<string, Known>()
+    const remember = (key: string, facts: Option.Option<Known>) => {
+      known.delete(key)
+      if (Option.isNone(facts)) return
+      if (known.size >= MAX_KNOWN) known.delete(known.keys().next().value!)
+      known.set(key, facts.value)
+    }
 
     // An outcome stored only or announced at once is one statement: the outcome row, its deliveries and the
-    // delivery worker's wake-up (pg_notify, sent when the statement commits), all or nothing. Nothing is
-    // written when the call id was already accepted (`inserted` false).
+    // delivery worker's wake-up (pg_notify, sent when the statement commits), all or nothing. It also reads
+    // the facts the route was decided on, and writes nothing unless they are still `decidedOn` (the same
+    // snapshot: a subscription added since gets the event, a connection made since gets the push): then it
+    // answers the facts as they are (`same` false). Nothing is written either when the call id was
+    // already accepted (`inserted` false).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
-      kind: "lead" | "booking" | null,
+      kind: "lead" | "booking",
+      decidedOn: Known,
+      announced: boolean,
       deliveries: ReadonlyArray<Fanout.DeliveryRow>
     ) =>
-      sql<{ inserted: boolean }>`
-        WITH outcome AS (
+      sql<{ same: boolean | null; inserted: boolean; facts: unknown }>`
+        WITH facts AS (
+          SELECT ${factsOf(row.accountId, row.tenantId, kind)} AS current
+        ), guard AS (
+          SELECT current = ${decidedOn.json}::jsonb AS same, current FROM facts
+        ), outcome AS (
           INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason,
             event_kind, event_deliveries, event_fanned_out_at)
-          VALUES (${row.callId}, ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest},
-            ${row.route}, ${row.reason}, ${kind}, ${kind === null ? null : deliveries.length},
-            CASE WHEN ${kind !== null} THEN now() END)
+          SELECT ${row.callId}::text, ${row.accountId}::uuid, ${row.tenantId}::text, ${row.classification}::text, ${row.body}::jsonb,
+            ${row.digest}::text, ${row.route}::text, ${row.reason}::text, ${announced ? kind : null}::text,
+            ${announced ? deliveries.length : null}::int, CASE WHEN ${announced}::boolean THEN now() END
+          FROM guard WHERE guard.same
           ON CONFLICT (call_id) DO NOTHING
           RETURNING call_id
         ), queued AS (
@@ -163,9 +205,11 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           WHERE EXISTS (SELECT 1 FROM outcome)
           RETURNING id
         )
-        SELECT EXISTS (SELECT 1 FROM outcome) AS inserted,
-          (SELECT pg_notify(${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${kind ?? "none"})::text FROM queued LIMIT 1) IS NOT NULL
-            AS notified`.pipe(Effect.map((rows) => rows[0]?.inserted === true))
+        SELECT guard.same, EXISTS (SELECT 1 FROM outcome) AS inserted,
+          CASE WHEN guard.same THEN NULL ELSE guard.current END AS facts,
+          (SELECT pg_notify(${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${kind})::text FROM queued LIMIT 1) IS NOT NULL
+            AS notified
+        FROM guard`.pipe(Effect.orDie)
 
     // The answer to an outcome whose call id was already accepted: the first acceptance, or a conflict.
     const acceptedBefore = (callId: string, bodyDigest: string) =>
@@ -199,56 +243,81 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       return Option.some(ids.length)
     })
 
-    // Accepting costs two statements when nothing is pushed (what the route needs; the outcome with its
-    // deliveries), a short transaction when a push job is queued.
+    // Accepting is one statement when nothing is pushed and the account's facts are known from its last
+    // outcome (two when they are not, or changed since); a short transaction when a push job is queued.
     const accept = Effect.fn("Outcomes.accept")(function*(callId: string, outcome: CallOutcome) {
       const event = eventOf(callId, outcome, withoutPush(outcome))
       const kind = Fanout.kindOf(event)
-      const known = isUuid(outcome.account_id)
-        ? yield* Effect.orDie(facts({ accountId: outcome.account_id, tenantId: outcome.tenant_id, kind }))
-        : Option.none()
-      if (Option.isNone(known)) return yield* new UnknownAccount({ accountId: outcome.account_id })
-      const { classifications, connected, crm_push, mode, subscriptions } = known.value
-      const rules: Routing.RoutingRules = crm_push === null || classifications === null
-        ? Routing.DEFAULT_RULES
-        : { crm_push, classifications }
-      const route = Routing.decide(outcome, { mode, rules, connected: mode === "live" && rules.crm_push && connected })
+      if (!isUuid(outcome.account_id)) return yield* new UnknownAccount({ accountId: outcome.account_id })
+      const key = `${outcome.account_id}\u0000${outcome.tenant_id}\u0000${kind}`
       const encoded = encodeOutcome(outcome)
       const bodyDigest = digest(encoded)
-      const row = {
-        callId,
-        accountId: outcome.account_id,
-        tenantId: outcome.tenant_id,
-        classification: outcome.classification,
-        body: JSON.stringify(encoded),
-        digest: bodyDigest,
-        route: routeNames[route._tag],
-        reason: route._tag === "Push" ? "A CRM push job was queued; the event follows when it ends." : route.reason
+      let cached = true
+      let facts = Option.fromNullable(known.get(key))
+      if (Option.isNone(facts)) {
+        cached = false
+        facts = yield* readFacts(outcome.account_id, outcome.tenant_id, kind)
       }
+      for (let decisions = 1;; decisions++) {
+        if (decisions > MAX_DECISIONS) return yield* Effect.dieMessage("The account's routing facts kept changing while an outcome was accepted.")
+        if (Option.isNone(facts)) {
+          remember(key, facts)
+          return yield* new UnknownAccount({ accountId: outcome.account_id })
+        }
+        const { classifications, connected, crm_push, mode, subscriptions } = facts.value.facts
+        const rules: Routing.RoutingRules = crm_push === null || classifications === null
+          ? Routing.DEFAULT_RULES
+          : { crm_push, classifications }
+        const route = Routing.decide(outcome, { mode, rules, connected: mode === "live" && rules.crm_push && connected })
+        const row = {
+          callId,
+          accountId: outcome.account_id,
+          tenantId: outcome.tenant_id,
+          classification: outcome.classification,
+          body: JSON.stringify(encoded),
+          digest: bodyDigest,
+          route: routeNames[route._tag],
+          reason: route._tag === "Push" ? "A CRM push job was queued; the event follows when it ends." : route.reason
+        }
 
-      if (route._tag === "Push") {
-        return yield* sql.withTransaction(
-          Effect.gen(function*() {
-            const inserted = yield* Effect.orDie(insert(row))
-            if (Option.isNone(inserted)) return yield* acceptedBefore(callId, bodyDigest)
-            const jobId = yield* jobs.enqueue({ callId, accountId: outcome.account_id, tenantId: outcome.tenant_id })
-            return { call_id: callId, duplicate: false, route: "push", reason: row.reason, push_job_id: jobId } satisfies Accepted
-          })
-        ).pipe(Effect.catchTag("SqlError", Effect.die))
+        if (route._tag === "Push") {
+          // A push is decided on facts read now, never on remembered ones.
+          if (cached) {
+            cached = false
+            facts = yield* readFacts(outcome.account_id, outcome.tenant_id, kind)
+            continue
+          }
+          remember(key, facts)
+          return yield* sql.withTransaction(
+            Effect.gen(function*() {
+              const inserted = yield* Effect.orDie(insert(row))
+              if (Option.isNone(inserted)) return yield* acceptedBefore(callId, bodyDigest)
+              const jobId = yield* jobs.enqueue({ callId, accountId: outcome.account_id, tenantId: outcome.tenant_id })
+              return { call_id: callId, duplicate: false, route: "push", reason: row.reason, push_job_id: jobId } satisfies Accepted
+            })
+          ).pipe(Effect.catchTag("SqlError", Effect.die))
+        }
+        const announced = route._tag === "EventOnly"
+        const deliveries = announced
+          ? Fanout.deliveryRows(event, subscriptions, new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
+          : []
+        const [result] = yield* insertAnnounced(row, kind, facts.value, announced, deliveries)
+        if (result?.same !== true) {
+          // The facts changed since they were read: decide again on the ones the statement saw.
+          cached = false
+          facts = yield* decodeFacts(result?.facts ?? null).pipe(Effect.orDie)
+          continue
+        }
+        remember(key, facts)
+        if (!result.inserted) return yield* acceptedBefore(callId, bodyDigest)
+        return {
+          call_id: callId,
+          duplicate: false,
+          route: row.route,
+          reason: row.reason,
+          ...(announced ? { deliveries: deliveries.length } : {})
+        } satisfies Accepted
       }
-      const announced = route._tag === "EventOnly"
-      const deliveries = announced
-        ? Fanout.deliveryRows(event, subscriptions, new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
-        : []
-      const inserted = yield* Effect.orDie(insertAnnounced(row, announced ? kind : null, deliveries))
-      if (!inserted) return yield* acceptedBefore(callId, bodyDigest)
-      return {
-        call_id: callId,
-        duplicate: false,
-        route: row.route,
-        reason: row.reason,
-        ...(announced ? { deliveries: deliveries.length } : {})
-      } satisfies Accepted
     })
 
     return {

@@ -195,4 +195,9 @@ export const wake = JobQueue.wake(DeliveriesModule.table)
 /** The context's Notifier, its listeners tapped by `probe`. */
 const probed = (probe: ListenProbe.ListenProbe) =>
   Effect.map(Notifier.Notifier, (notifier) =>
-    Notifier.Notifier.of({ notify: notifier.notify, channel: notifier.channel, listen: (channel) => probe.tap(notifier.listen(channel)) }))
+    Notifier.Notifier.of({
+      notify: notifier.notify,
+      channel: notifier.channel,
+      listen: (channel) => probe.tap(notifier.listen(channel)),
+      subscribe: (channel) => Effect.map(notifier.subscribe(channel), probe.tap)
+    }))
