@@ -88,9 +88,7 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
             remember(address, window.getTime() + windowMillis)
             return RateLimiter.decide(policy, now, mine, window)
           }
-          const rows = yield* Effect.orDie(
-            RateLimiter.upsert(sql, sql`VALUES (${subject(address)}, ${window}, 1)`)
-          )
+          const rows = yield* Effect.orDie(RateLimiter.hitStatement(sql, subject(address), window))
           const row = rows[0]!
           const decision = RateLimiter.decide(policy, now, row.count, row.window_start)
           if (!decision.allowed) remember(address, row.window_start.getTime() + windowMillis)

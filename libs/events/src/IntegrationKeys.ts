@@ -157,16 +157,13 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()
       const hash = digest(secret)
       const now = yield* Clock.currentTimeMillis
-      const counted = sql`SELECT ${SUBJECT_PREFIX}::text || id::text, ${RateLimiter.windowStart(policy, now)}::timestamptz, 1 FROM key`
-      const rows = yield* Effect.orDie(sql`WITH key AS (
-          SELECT id, account_id, secret_hash, last_used_at FROM integration_keys
-          WHERE secret_hash = ${hash} AND disabled_at IS NULL
-        ), hit AS (${RateLimiter.upsert(sql, counted)})
-        SELECT key.id, key.account_id, key.secret_hash, key.last_used_at, hit.count, hit.window_start${
+      // The key and its count are the database function `integration_key_authorize` (its plans are
+      // kept per session); `alongside` reads only for a request within the limit.
+      const rows = yield* Effect.orDie(sql`SELECT a.id, a.account_id, a.secret_hash, a.last_used_at, a.count, a.window_start${
         alongside === undefined
           ? sql``
-          : sql`, CASE WHEN hit.count <= ${policy.limit} THEN ${alongside(sql`key.account_id`)} END AS alongside`
-      } FROM key, hit`)
+          : sql`, CASE WHEN a.count <= ${policy.limit}::integer THEN ${alongside(sql`a.account_id`)} END AS alongside`
+      } FROM integration_key_authorize(${hash}, ${SUBJECT_PREFIX}::text, ${RateLimiter.windowStart(policy, now)}::timestamptz) AS a`)
       if (rows.length === 0) return Option.none<Authorized>()
       const row = yield* Effect.orDie(decodeAuthorized(rows[0]))
       const read: unknown = (rows[0] as { readonly alongside?: unknown }).alongside ?? undefined
@@ -245,7 +242,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
 
       /**
        * `authenticate`, and this request counted against the key's rate limit
-       * (`RateLimiter.upsert`, so the same row and rule as `RateLimiter.hit` with
+       * (`rate_limit_hit`, so the same row and rule as `RateLimiter.hit` with
        * `rateLimitSubject`), in one statement: one round trip per Event API request
        * instead of two. Only a key that matches is counted. `alongside` adds the
        * request's own read to that statement (GET /perform-list: its preview), so

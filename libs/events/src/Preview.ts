@@ -8,7 +8,8 @@
  * One record per event: when the fan-out wrote a delivery for each of
  * several subscriptions, the preview shows the event once (as its latest
  * delivery id) rather than once per subscription, so a platform sampling
- * "the last 3" sees three different calls.
+ * "the last 3" sees three different calls. The read itself is the database
+ * function `preview_latest` (store migration 0012).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
@@ -32,19 +33,10 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const decodeLatest = Schema.decodeUnknown(Latest)
-    // One record per event: a fan-out writes its duplicates (one per subscription) with the
-    // same call, kind and creation time; the last one inserted stands for them. One JSON array,
-    // in the preview's order, so that the read is one value another statement can carry.
+    // The read is the database function `preview_latest` (its plan is kept per session): one
+    // JSON array, in the preview's order, so that it is one value another statement can carry.
     const latest = (accountId: Statement.Fragment, limit: number) =>
-      sql`(SELECT coalesce(json_agg(json_build_object(
-                'id', id, 'call_id', call_id, 'source', source,
-                'contact_external_id', contact_external_id, 'appointment_external_id', appointment_external_id
-              ) ORDER BY created_at DESC, call_id, event, seq DESC), '[]'::json)
-            FROM (SELECT DISTINCT ON (created_at, call_id, event)
-                    id, call_id, source, contact_external_id, appointment_external_id, created_at, event, seq
-                  FROM deliveries WHERE account_id = ${accountId} AND NOT test
-                  ORDER BY created_at DESC, call_id, event, seq DESC
-                  LIMIT ${Events.clampLimit(Math.trunc(limit))}) AS latest)`
+      sql`preview_latest(${accountId}, ${Events.clampLimit(Math.trunc(limit))}::integer)`
 
     const records = (value: unknown) =>
       Effect.map(Effect.orDie(decodeLatest(value)), (rows): ReadonlyArray<Events.PreviewRecord> => {
@@ -64,7 +56,7 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
     // Effect.fn captures on each call.
     const listSpan = Effect.withSpan("Preview.list", { captureStackTrace: false })
     const list = (accountId: AccountId, limit: number) =>
-      sql<{ readonly records: unknown }>`SELECT ${latest(sql`${accountId}`, limit)} AS records`.pipe(
+      sql<{ readonly records: unknown }>`SELECT ${latest(sql`${accountId}::uuid`, limit)} AS records`.pipe(
         Effect.orDie,
         Effect.flatMap((rows) => records(rows[0]?.records))
       )

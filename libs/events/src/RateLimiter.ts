@@ -2,11 +2,10 @@
  * Fixed-window rate limiting counted in PostgreSQL, so the limit holds
  * across replicas: one row per subject, bumped by a single atomic upsert per
  * request (the row lock of `ON CONFLICT DO UPDATE` makes concurrent counts
- * exact). Time comes from Effect's `Clock`; a replica whose clock lags counts
+ * exact), in the database function `rate_limit_hit`. Time comes from Effect's `Clock`; a replica whose clock lags counts
  * into the newest window instead of resetting it.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type * as Statement from "@effect/sql/Statement"
 import { Clock, Context, Duration, Effect, Layer, Metric } from "effect"
 
 /** Requests refused with 429 by the per-key limit (metric). */
@@ -47,16 +46,12 @@ export const windowStart = (policy: RateLimitPolicy, now: number): Date => {
 }
 
 /**
- * The counting rule, shared by every statement that counts a request: one
- * atomic upsert of the rows `source` selects (subject, window_start, 1),
- * answering each subject's count and window after this request.
+ * The counting rule, shared by every statement that counts a request: the
+ * database function `rate_limit_hit` (one atomic upsert; its plan is kept per
+ * session), answering the subject's count and window after this request.
  */
-export const upsert = (sql: SqlClient.SqlClient, source: Statement.Fragment) =>
-  sql<{ readonly count: number; readonly window_start: Date }>`INSERT INTO rate_limits AS r (subject, window_start, count) ${source}
-          ON CONFLICT (subject) DO UPDATE SET
-            count = CASE WHEN EXCLUDED.window_start > r.window_start THEN 1 ELSE r.count + 1 END,
-            window_start = GREATEST(r.window_start, EXCLUDED.window_start)
-          RETURNING count, window_start`
+export const hitStatement = (sql: SqlClient.SqlClient, subject: string, windowStart: Date) =>
+  sql<{ readonly count: number; readonly window_start: Date }>`SELECT h.count, h.window_start FROM rate_limit_hit(${subject}, ${windowStart}) AS h`
 
 /** The decision for a request counted `count`-th in the window starting at `start`, at `now`. */
 export const decide = (policy: RateLimitPolicy, now: number, count: number, start: Date): RateLimitDecision => ({
@@ -75,7 +70,7 @@ export class RateLimiter extends Effect.Service<RateLimiter>()("@crm-relay/event
       /** Counts one request of `subject` and says whether it is allowed. */
       hit: Effect.fn("RateLimiter.hit")(function*(subject: string) {
         const now = yield* Clock.currentTimeMillis
-        const rows = yield* Effect.orDie(upsert(sql, sql`VALUES (${subject}, ${windowStart(policy, now)}, 1)`))
+        const rows = yield* Effect.orDie(hitStatement(sql, subject, windowStart(policy, now)))
         const row = rows[0]!
         return decide(policy, now, row.count, row.window_start)
       })

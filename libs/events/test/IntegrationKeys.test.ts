@@ -98,6 +98,31 @@ describe("IntegrationKeys", () => {
         expect(Option.map(yield* keys.authorize(key.key), (a) => a.decision.count)).toEqual(Option.some(1))
       }))
 
+    it.effect("Limits: a minute's last millisecond counts in it, the next minute's first starts at 1, a lagging replica counts into the newest minute — also once the session keeps the statements' plans", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const keys = yield* IntegrationKeys
+        const limiter = yield* RateLimiter
+        const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
+        const key = yield* keys.create(account.id)
+        const decision = Effect.map(keys.authorize(key.key), (a) => Option.getOrThrow(a).decision)
+        // One session (a transaction holds its connection): past its first five calls PostgreSQL
+        // may run a function's statement on the plan it kept.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* TestClock.setTime(Date.parse("2030-04-01T00:00:59.999Z"))
+          const last = yield* Effect.forEach(Array.from({ length: 8 }), () => decision)
+          expect(last.map((d) => d.count)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
+          expect(last[7]).toEqual({ allowed: true, count: 8, retryAfterSeconds: 1 })
+          yield* TestClock.setTime(Date.parse("2030-04-01T00:01:00.000Z"))
+          expect(yield* decision).toEqual({ allowed: true, count: 1, retryAfterSeconds: 60 })
+          yield* TestClock.setTime(Date.parse("2030-04-01T00:00:59.999Z"))
+          expect(yield* decision).toMatchObject({ allowed: true, count: 2 })
+        }))
+        // The same row as RateLimiter.hit, still in the newest minute.
+        yield* TestClock.setTime(Date.parse("2030-04-01T00:01:30.000Z"))
+        expect(yield* limiter.hit(rateLimitSubject(key.id))).toEqual({ allowed: true, count: 3, retryAfterSeconds: 30 })
+      }))
+
     it.effect("GET /perform-list in one round trip: authorize reads the preview in its own statement, and nothing for a request over the limit (60 per key per minute)", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -17,14 +17,18 @@
  * first, then `--rounds` rounds alternate between them (the order flips every
  * round, and every round uses fresh keys), so a machine busy with other work
  * slows both alike. Prints each round, then for each server the medians of
- * req/s, latency p50/p99 and server CPU per request (utime + stime of its
- * process over the round), its peak RSS (VmHWM), and the ratio crm-relay / raw.
+ * req/s, latency p50/p99, server CPU per request (utime + stime of its
+ * process over the round) and PostgreSQL CPU per request (the same of the
+ * backends serving that server, found by their application_name; shown when
+ * PostgreSQL runs on this machine), its peak RSS (VmHWM), and the ratio
+ * crm-relay / raw.
  * `--cpu-prof DIR` writes crm-relay's CPU profile there (Node's --cpu-prof)
  * when it stops; `--node-options FLAGS` runs crm-relay with those Node/V8
  * flags (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
  */
 import { Events } from "@crm-relay/contract"
 import autocannon from "autocannon"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Config, Console, Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Argv from "../support/Argv.js"
@@ -82,21 +86,49 @@ interface Round {
   readonly p50: number
   readonly p99: number
   readonly cpuMsPerRequest: number
+  /** NaN when PostgreSQL's processes cannot be read (another machine). */
+  readonly pgCpuMsPerRequest: number
   readonly failed: number
 }
 
-/** Loads the server at `url` (process `pid`) with `keyList`, measuring its CPU over the round. */
-const measure = (url: string, pid: number, keyList: ReadonlyArray<string>) =>
+/** CPU seconds used so far by each PostgreSQL backend of `applicationName` (PostgreSQL on this machine). */
+const backendCpu = (admin: PgClient.PgClient, applicationName: string) =>
+  Effect.gen(function*() {
+    const rows = yield* admin<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE application_name = ${applicationName}`.pipe(
+      Effect.orDie
+    )
+    const cpu = new Map<number, number>()
+    for (const { pid } of rows) {
+      const used = yield* Effect.option(Effect.try(() => Effect.runSync(cpuSeconds(pid))))
+      if (Option.isSome(used)) cpu.set(pid, used.value)
+    }
+    return cpu
+  })
+
+/** CPU those backends used since `before` (a backend started since counts in full); NaN when none could be read. */
+const backendCpuSince = (admin: PgClient.PgClient, applicationName: string, before: Map<number, number>) =>
+  Effect.map(backendCpu(admin, applicationName), (after) => {
+    if (after.size === 0) return Number.NaN
+    let total = 0
+    for (const [pid, used] of after) total += used - (before.get(pid) ?? 0)
+    return total
+  })
+
+/** Loads the server at `url` (process `pid`, backends `applicationName`) with `keyList`, measuring CPU over the round. */
+const measure = (admin: PgClient.PgClient, url: string, pid: number, applicationName: string, keyList: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const before = yield* cpuSeconds(pid)
+    const pgBefore = yield* backendCpu(admin, applicationName)
     const result = yield* load(url, keyList)
     const after = yield* cpuSeconds(pid)
+    const pgUsed = yield* backendCpuSince(admin, applicationName, pgBefore)
     const answered = result.requests.total
     return {
       reqPerSec: answered / Math.max(0.001, result.duration),
       p50: result.latency.p50,
       p99: result.latency.p99,
       cpuMsPerRequest: ((after - before) * 1000) / Math.max(1, answered),
+      pgCpuMsPerRequest: (pgUsed * 1000) / Math.max(1, answered),
       failed: result.errors + result.timeouts + result.non2xx
     } satisfies Round
   })
@@ -110,12 +142,15 @@ const median = (values: ReadonlyArray<number>): number => {
 const describeRound = (name: string, round: Round): string =>
   `${name.padEnd(9)} ${round.reqPerSec.toFixed(0).padStart(6)} req/s  p50 ${String(round.p50).padStart(4)} ms  p99 ${
     String(round.p99).padStart(4)
-  } ms  CPU ${round.cpuMsPerRequest.toFixed(3)} ms/request${round.failed > 0 ? `  FAILED ${round.failed}` : ""}`
+  } ms  CPU ${round.cpuMsPerRequest.toFixed(3)} ms/request${
+    Number.isNaN(round.pgCpuMsPerRequest) ? "" : `  PostgreSQL CPU ${round.pgCpuMsPerRequest.toFixed(3)} ms/request`
+  }${round.failed > 0 ? `  FAILED ${round.failed}` : ""}`
 
 const main = Effect.gen(function*() {
   const base = yield* Config.option(Config.redacted("DATABASE_URL"))
   if (Option.isNone(base)) return yield* Console.error("Set DATABASE_URL to a PostgreSQL database: this benchmark runs on real PostgreSQL.")
   const database = yield* freshSchema(base.value)
+  const admin = yield* PgClient.make({ url: base.value, maxConnections: 1 })
   const adminToken = randomBytes(24).toString("hex")
   const server = yield* serve({
     databaseUrl: database.url,
@@ -137,8 +172,8 @@ const main = Effect.gen(function*() {
   const all = yield* createKeys(post, server.adminUrl, adminToken, 2 * warmupKeys + 2 * rounds * keys)
   const slice = (i: number, size: number, from: number) => all.slice(from + i * size, from + (i + 1) * size)
   const servers = [
-    { name: "crm-relay", url: server.publicUrl, pid: server.pid },
-    { name: "raw", url: raw.url, pid: raw.pid }
+    { name: "crm-relay", url: server.publicUrl, pid: server.pid, applicationName: "crm-relay" },
+    { name: "raw", url: raw.url, pid: raw.pid, applicationName: "crm-relay-bench-raw" }
   ] as const
 
   yield* Console.log(`warm-up: ${warmupKeys * requestsPerKey} requests each`)
@@ -150,7 +185,7 @@ const main = Effect.gen(function*() {
     const order = r % 2 === 0 ? [0, 1] as const : [1, 0] as const
     for (const i of order) {
       const s = servers[i]
-      const round = yield* measure(s.url, s.pid, slice(r * 2 + i, keys, 2 * warmupKeys))
+      const round = yield* measure(admin, s.url, s.pid, s.applicationName, slice(r * 2 + i, keys, 2 * warmupKeys))
       results[s.name].push(round)
       yield* Console.log(`round ${r + 1}: ${describeRound(s.name, round)}`)
     }
@@ -163,6 +198,7 @@ const main = Effect.gen(function*() {
       p50: median(list.map((x) => x.p50)),
       p99: median(list.map((x) => x.p99)),
       cpuMsPerRequest: median(list.map((x) => x.cpuMsPerRequest)),
+      pgCpuMsPerRequest: median(list.map((x) => x.pgCpuMsPerRequest)),
       failed: list.reduce((n, x) => n + x.failed, 0)
     } satisfies Round
   }
@@ -175,7 +211,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(
     `crm-relay/raw: throughput ${(ours.reqPerSec / theirs.reqPerSec).toFixed(2)}x, CPU per request ${
       (ours.cpuMsPerRequest / theirs.cpuMsPerRequest).toFixed(2)
-    }x, p50 ${(ours.p50 / theirs.p50).toFixed(2)}x, p99 ${(ours.p99 / theirs.p99).toFixed(2)}x, peak RSS ${(ourRss / rawRss).toFixed(2)}x`
+    }x, PostgreSQL CPU per request ${(ours.pgCpuMsPerRequest / theirs.pgCpuMsPerRequest).toFixed(2)}x, p50 ${(ours.p50 / theirs.p50).toFixed(2)}x, p99 ${(ours.p99 / theirs.p99).toFixed(2)}x, peak RSS ${(ourRss / rawRss).toFixed(2)}x`
   )
 })
 

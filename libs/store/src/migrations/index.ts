@@ -14,6 +14,7 @@ import fairQueues from "./0008_fair_queues.js"
 import receiverLifecycle from "./0009_receiver_lifecycle.js"
 import portal from "./0010_portal.js"
 import leanDeliveries from "./0011_lean_deliveries.js"
+import eventApiFunctions from "./0012_event_api_functions.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -27,5 +28,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0008_fair_queues": fairQueues,
   "0009_receiver_lifecycle": receiverLifecycle,
   "0010_portal": portal,
-  "0011_lean_deliveries": leanDeliveries
+  "0011_lean_deliveries": leanDeliveries,
+  "0012_event_api_functions": eventApiFunctions
 }
