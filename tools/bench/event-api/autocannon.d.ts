@@ -19,6 +19,7 @@ declare module "autocannon" {
     readonly amount?: number
     readonly duration?: number
     readonly timeout?: number
+    readonly sampleInt?: number
     readonly requests?: ReadonlyArray<{ readonly setupRequest?: (request: Request) => Request }>
   }
   interface Result {
