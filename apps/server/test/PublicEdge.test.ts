@@ -203,6 +203,15 @@ layer(TestDatabase.layer, { excludeTestServices: true })("public port connection
 const BAD_KEY = "crk_not-a-key"
 const TOO_MANY = "Rate limit exceeded: more than 5 requests with an invalid key from this address in a minute; wait Retry-After seconds."
 
+/**
+ * An address's refusal lasts until its failed-key window (the clock's minute) ends: a test that needs the
+ * address refused throughout starts with at least 30 s of the minute left, or the next minute.
+ */
+const withinOneWindow = Effect.suspend(() => {
+  const left = 60_000 - (Date.now() % 60_000)
+  return left >= 30_000 ? Effect.void : Effect.sleep(left + 50)
+})
+
 /** The counts of earlier tests on this database start over (each test starts its own servers, with empty caches). */
 const resetCounts = Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.orDie(sql`DELETE FROM rate_limits`))
 
@@ -210,6 +219,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
   it.scoped("\"429 | Rate limit exceeded; response has Retry-After header in seconds and retryAfterSeconds in the body\": past FAILED_KEY_LIMIT invalid keys a minute, every request of the address gets it, without a database query", () =>
     Effect.gen(function*() {
       yield* resetCounts
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5 }) }))
       const port = portOf(server.public)
       const key = yield* newKey(server.admin)
@@ -244,6 +254,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
   it.scoped("a burst of concurrent invalid keys from one address, all past the cached verdict at once, costs at most FAILED_KEY_LIMIT + 1 counting queries", () =>
     Effect.gen(function*() {
       yield* resetCounts
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5 }) }))
       const port = portOf(server.public)
       // Forty connections each send all of a request but its last byte, then the last bytes go out together.
@@ -272,6 +283,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
   it.scoped("valid keys keep their own limit and count no failure; the failed-key count is shared by replicas of one database", () =>
     Effect.gen(function*() {
       yield* resetCounts
+      yield* withinOneWindow
       const a = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5 }) }))
       const b = yield* start(yield* replica(layerServer({ edge: edge({ failedKeyLimit: 5 }) })))
       const key = yield* newKey(a.admin)
@@ -289,6 +301,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
     Effect.gen(function*() {
       yield* resetCounts
       const trusted = Either.getOrThrow(AddressPolicy.parseCidrList("10.0.0.0/8"))
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5, trustedProxies: trusted }) }))
       const port = portOf(server.public)
       for (let i = 0; i < 5; i++) {
@@ -303,6 +316,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key limit per c
     Effect.gen(function*() {
       yield* resetCounts
       const trusted = Either.getOrThrow(AddressPolicy.parseCidrList("127.0.0.1/32,10.0.0.0/8"))
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 5, trustedProxies: trusted }) }))
       const port = portOf(server.public)
       // The client prepends a fake hop; the proxies (10.1.2.3, then the peer) appended the real one.
@@ -349,6 +363,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("failed-key tarpit", (i
   it.scoped("a refused address's 429 is held FAILED_KEY_HOLD_MS and its connection is not read meanwhile: one request per connection per hold", () =>
     Effect.gen(function*() {
       yield* resetCounts
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 2, failedKeyHoldMs: 1_000 }) }))
       const port = portOf(server.public)
       for (let i = 0; i < 2; i++) expect((yield* send(port, performList(BAD_KEY))).status).toBe(401)
@@ -458,6 +473,7 @@ const capture = LogCapture.make()
 layer(Layer.merge(TestDatabase.layer, capture.layer), { excludeTestServices: true })("refusals in the access log", (it) => {
   it.scoped("a flood of 429s from one address writes one access line per minute, naming the address", () =>
     Effect.gen(function*() {
+      yield* withinOneWindow
       const server = yield* start(layerServer({ edge: edge({ failedKeyLimit: 2 }) }))
       const port = portOf(server.public)
       for (let i = 0; i < 12; i++) yield* send(port, performList(BAD_KEY))
