@@ -42,6 +42,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Argv from "../support/Argv.js"
+import { backendCpu, backendCpuSince } from "../support/BackendCpu.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { type JsonRequest, jsonClient } from "../support/Http.js"
 import { type Arrivals, leadOutcome, percentile, startReceiver } from "../support/Receiver.js"
@@ -157,25 +158,8 @@ const measure = (arrivals: Arrivals, accepted: Map<string, number>) => {
   return { latencies, first, last }
 }
 
-/** CPU seconds used so far by each backend of the current database (PostgreSQL on this machine). */
-const backendCpu = (admin: PgClient.PgClient) =>
-  Effect.gen(function*() {
-    const rows = yield* admin<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`.pipe(Effect.orDie)
-    const cpu = new Map<number, number>()
-    for (const { pid } of rows) {
-      const used = yield* Effect.option(Effect.try(() => Effect.runSync(cpuSeconds(pid))))
-      if (Option.isSome(used)) cpu.set(pid, used.value)
-    }
-    return cpu
-  })
-
-/** CPU the database's backends used since `before` (backends started since count in full). */
-const backendCpuSince = (admin: PgClient.PgClient, before: Map<number, number>) =>
-  Effect.map(backendCpu(admin), (after) => {
-    let total = 0
-    for (const [pid, used] of after) total += used - (before.get(pid) ?? 0)
-    return total
-  })
+/** The backends of the bench's database: both workers' and PostgreSQL's own work for them. */
+const thisDatabase = (admin: PgClient.PgClient) => admin`datname = current_database()`
 
 /** Transactions committed or rolled back in the current database so far (pg_stat_database). */
 const transactions = (admin: PgClient.PgClient) =>
@@ -321,13 +305,13 @@ const main = Effect.gen(function*() {
       const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
       const transactionsBefore = yield* transactions(admin)
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
-        const cpuBefore = yield* backendCpu(admin)
+        const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
         const connectionsBefore = receiver.arrivals.connections
         const server = yield* startServer(env, "all")
         const workerBefore = yield* cpuSeconds(server.pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
         const worker = (yield* cpuSeconds(server.pid)) - workerBefore
-        const databaseCpu = yield* backendCpuSince(admin, cpuBefore)
+        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), cpuBefore)
         const { first, last, latencies } = measure(receiver.arrivals, backlog)
         if (missing > 0) yield* Console.log(`  crm-relay: ${missing} of ${outcomes} not delivered after 10 minutes`)
         return {
@@ -380,13 +364,13 @@ const main = Effect.gen(function*() {
       }
       const transactionsBefore = yield* transactions(admin)
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
-        const cpuBefore = yield* backendCpu(admin)
+        const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
         const connectionsBefore = receiver.arrivals.connections
         const pid = yield* startPeer(peerEnv)
         const workerBefore = yield* cpuSeconds(pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
         const worker = (yield* cpuSeconds(pid)) - workerBefore
-        const databaseCpu = yield* backendCpuSince(admin, cpuBefore)
+        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), cpuBefore)
         const { first, last, latencies } = measure(receiver.arrivals, backlog)
         if (missing > 0) yield* Console.log(`  graphile-worker: ${missing} of ${outcomes} not delivered after 10 minutes`)
         return {

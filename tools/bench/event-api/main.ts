@@ -32,6 +32,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Config, Console, Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Argv from "../support/Argv.js"
+import { backendCpu, backendCpuSince } from "../support/BackendCpu.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { type JsonRequest, jsonClient } from "../support/Http.js"
 import { runMain } from "../support/runMain.js"
@@ -94,37 +95,15 @@ interface Round {
   readonly failed: number
 }
 
-/** CPU seconds used so far by each PostgreSQL backend of `applicationName` (PostgreSQL on this machine). */
-const backendCpu = (admin: PgClient.PgClient, applicationName: string) =>
-  Effect.gen(function*() {
-    const rows = yield* admin<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE application_name = ${applicationName}`.pipe(
-      Effect.orDie
-    )
-    const cpu = new Map<number, number>()
-    for (const { pid } of rows) {
-      const used = yield* Effect.option(Effect.try(() => Effect.runSync(cpuSeconds(pid))))
-      if (Option.isSome(used)) cpu.set(pid, used.value)
-    }
-    return cpu
-  })
-
-/** CPU those backends used since `before` (a backend started since counts in full); NaN when none could be read. */
-const backendCpuSince = (admin: PgClient.PgClient, applicationName: string, before: Map<number, number>) =>
-  Effect.map(backendCpu(admin, applicationName), (after) => {
-    if (after.size === 0) return Number.NaN
-    let total = 0
-    for (const [pid, used] of after) total += used - (before.get(pid) ?? 0)
-    return total
-  })
-
 /** Loads the server at `url` (process `pid`, backends `applicationName`) with `keyList`, measuring CPU over the round. */
 const measure = (admin: PgClient.PgClient, url: string, pid: number, applicationName: string, keyList: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const before = yield* cpuSeconds(pid)
-    const pgBefore = yield* backendCpu(admin, applicationName)
+    const backends = admin`application_name = ${applicationName}`
+    const pgBefore = yield* backendCpu(admin, backends)
     const result = yield* load(url, keyList)
     const after = yield* cpuSeconds(pid)
-    const pgUsed = yield* backendCpuSince(admin, applicationName, pgBefore)
+    const pgUsed = yield* backendCpuSince(admin, backends, pgBefore)
     const answered = result.requests.total
     return {
       reqPerSec: answered / Math.max(0.001, result.duration),
