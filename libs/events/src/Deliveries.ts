@@ -54,6 +54,8 @@ export const table = JobQueue.table({
   // Migration 0011: the fair claim with the select list below, planned once per session. A change of the
   // select list needs a new version of the function (the Deliveries test compares the two claims).
   claimFunction: "deliveries_claim_fairly",
+  // Migration 0013: the worker's results (delivered_at, end_reason and the attempt rows), planned once per session.
+  finishFunction: { name: "deliveries_finish", columns: ["delivered_at", "end_reason"] },
   select: `account_id, target_url, payload::text AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state`

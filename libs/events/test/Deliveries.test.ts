@@ -133,4 +133,68 @@ layer(Harness.layer)("Deliveries", (it) => {
       const again = [...yield* viaStatement.claim(10, Duration.seconds(30), shares)].sort(byId)
       expect(again.filter(isOurs)).toEqual(ours)
     }).pipe(Effect.orDie))
+
+  it.effect("Finish: the finish function of the deliveries (migration 0013) stores what JobQueue's own statement stores; a worker whose lease was taken over changes nothing, and its attempt is still logged", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.UTC(2031, 3, 1))
+      const now = new Date(yield* Clock.currentTimeMillis)
+      const sql = yield* SqlClient.SqlClient
+      const account = yield* Harness.account()
+      yield* account.subscribe("https://finish.example.com/hook")
+      const attempt = (id: string, result: string) => ({
+        delivery_id: id,
+        attempt: 1,
+        started_at: now,
+        status_code: result === "delivered" ? 200 : 503,
+        duration_ms: 3,
+        error_class: result === "delivered" ? null : "server_error",
+        error: result === "delivered" ? null : "The receiver answered 503.",
+        result
+      })
+      // The same results stored once through the function and once through the statement, on rows alike.
+      const store = (queue: JobQueue.JobQueue<unknown>) =>
+        Effect.gen(function*() {
+          const ids: Array<string> = []
+          for (let i = 0; i < 5; i++) ids.push(...(yield* Harness.lead(account.id)))
+          const [delivered, retried, ended, failed, takenOver] = ids as [string, string, string, string, string]
+          yield* sql`UPDATE deliveries SET lease_owner = ${queue.owner}, lease_expires_at = ${new Date(now.getTime() + 30_000)},
+            attempts = 1 WHERE id IN ${sql.in(ids)}`
+          // Another worker took this one over (the first one's lease had expired).
+          yield* sql`UPDATE deliveries SET lease_owner = 'the-other-worker', attempts = 2 WHERE id = ${takenOver}`
+          const held = yield* queue.finishMany([
+            { id: delivered, result: JobQueue.JobResult.Complete({ set: { delivered_at: now }, log: attempt(delivered, "delivered") }) },
+            { id: retried, result: JobQueue.JobResult.Retry({ delay: "5 seconds", error: "The receiver answered 503.", log: attempt(retried, "retry") }) },
+            {
+              id: ended,
+              result: JobQueue.JobResult.End({ status: "ended", reason: "The receiver answered 410 Gone.", set: { end_reason: "gone" }, log: attempt(ended, "ended") })
+            },
+            { id: failed, result: JobQueue.JobResult.DeadLetter({ error: "Not sent.", log: attempt(failed, "failed") }) },
+            { id: takenOver, result: JobQueue.JobResult.Complete({ set: { delivered_at: now }, log: attempt(takenOver, "delivered") }) }
+          ])
+          expect(held).toEqual(new Set([delivered, retried, ended, failed]))
+          const rows = yield* sql<Record<string, unknown>>`SELECT status, attempts, last_error, next_attempt_at, delivered_at, end_reason,
+            lease_owner, lease_expires_at FROM deliveries WHERE id IN ${sql.in(ids)} ORDER BY seq`
+          const logged = yield* sql<{ delivery_id: string; result: string; status_code: number | null }>`
+            SELECT delivery_id, result, status_code FROM delivery_attempts WHERE delivery_id IN ${sql.in(ids)} ORDER BY id`
+          expect(logged.map((row) => [ids.indexOf(row.delivery_id), row.result, row.status_code])).toEqual([
+            [0, "delivered", 200], [1, "retry", 503], [2, "ended", 503], [3, "failed", 503], [4, "delivered", 200]
+          ])
+          return rows
+        })
+      const viaFunction = yield* store(yield* JobQueue.make(table, "finish-function"))
+      const viaStatement = yield* store(yield* JobQueue.make({ ...table, finishFunction: undefined }, "finish-statement"))
+      expect(viaFunction).toEqual(viaStatement)
+      expect(viaFunction.map((row) => [row["status"], row["last_error"], row["end_reason"], row["lease_owner"]])).toEqual([
+        ["delivered", null, null, null],
+        ["pending", "The receiver answered 503.", null, null],
+        ["ended", "The receiver answered 410 Gone.", "gone", null],
+        ["failed", "Not sent.", null, null],
+        // Left as the other worker holds it.
+        ["pending", null, null, "the-other-worker"]
+      ])
+      expect(viaFunction[0]!["delivered_at"]).toEqual(now)
+      expect(viaFunction[1]!["next_attempt_at"]).toEqual(new Date(now.getTime() + 5_000))
+      expect(viaFunction[4]!["attempts"]).toBe(2)
+      expect(viaFunction[4]!["lease_expires_at"]).toEqual(new Date(now.getTime() + 30_000))
+    }).pipe(Effect.orDie))
 })

@@ -108,6 +108,24 @@ export interface JobTable<A> {
   readonly log: string | undefined
   /** A function that makes this table's fair claim (see `table`), if any. */
   readonly claimFunction: string | undefined
+  /** A function that stores many results (see `table`), if any. */
+  readonly finishFunction: FinishFunction | undefined
+}
+
+/**
+ * A function (created by a migration) that stores many results as
+ * `finishMany`'s statement does, planned once per session. Called as
+ * `fn(owner, jobs jsonb, log jsonb)`: `jobs` the rows' new state (`id`,
+ * `status`, `last_error`, `next_attempt_at` of a retry, and the `set`
+ * columns each result gives; a column absent from an element keeps its
+ * value), applied only to pending rows under `owner`'s lease; `log` the
+ * `log` table's rows, inserted whatever the lease. It returns the ids whose
+ * lease `owner` still held.
+ */
+export interface FinishFunction {
+  readonly name: string
+  /** The `set` columns it writes; a batch that sets any other is stored by the statement. */
+  readonly columns: ReadonlyArray<string>
 }
 
 /**
@@ -153,6 +171,8 @@ export const table = <A, I>(options: {
    * `job_fair_key`. It leaves `synchronous_commit` to the caller.
    */
   readonly claimFunction?: string
+  /** A function that stores many results instead of `finishMany`'s statement (see `FinishFunction`). */
+  readonly finishFunction?: FinishFunction
 }): JobTable<A> => {
   const names = Object.keys(options.row.fields)
   return {
@@ -164,7 +184,8 @@ export const table = <A, I>(options: {
     traced: options.traced ?? false,
     fairness: options.fairness,
     log: options.log,
-    claimFunction: options.claimFunction
+    claimFunction: options.claimFunction,
+    finishFunction: options.finishFunction
   }
 }
 
@@ -491,6 +512,12 @@ export const make = <A>(
           })
           return { ...result.set, ...state, id }
         })
+        const viaFunction = jobs.finishFunction
+        if (viaFunction !== undefined && [...setColumns].every((column) => viaFunction.columns.includes(column))) {
+          const held = yield* sql<{ id: unknown }>`SELECT id FROM ${sql(viaFunction.name)}(${owner}, ${JSON.stringify(changes)}::jsonb,
+            ${JSON.stringify(logRows)}::jsonb)`.pipe(Effect.orDie)
+          return new Set(held.map((row) => String(row.id)))
+        }
         const assignments = [...setColumns].map((column) =>
           sql`${sql(column)} = CASE WHEN job.job_raw -> ${column} IS NULL THEN ${t}.${sql(column)} ELSE job.${sql(column)} END`
         )

@@ -21,8 +21,9 @@
  * 2. Latency: `--latency-count` events offered at `--rate` per second to a
  *    running worker: enqueue accepted (crm-relay: the 202 of
  *    `POST /v1/calls/{id}/outcome`; graphile-worker: add_job returned) →
- *    arrival at the receiver, p50/p99; and for crm-relay the outcome
- *    request's own latency, p50/p99.
+ *    arrival at the receiver, p50/p99, and the CPU each event cost the
+ *    process and PostgreSQL (on two cores, what the tail follows); and for
+ *    crm-relay the outcome request's own latency, p50/p99.
  * With `--outcomes 0` the drain is left out: latency alone, for short runs.
  * Then the medians over rounds and the ratio line. Duplicates (a webhook-id
  * received twice) are counted; expected 0. Both run in their own processes
@@ -192,6 +193,13 @@ interface RoundFigures {
   readonly connections: number
   readonly p50: number
   readonly p99: number
+  /**
+   * CPU per event of the latency phase (after its warm-up): the process that queues and delivers
+   * (crm-relay: intake and delivery; graphile-worker: delivery, its jobs added by the bench) and PostgreSQL.
+   * On two cores the p99 follows what every event costs the machine.
+   */
+  readonly latencyCpuMicros: number
+  readonly latencyDatabaseCpuMicros: number
   readonly requestP50?: number
   readonly requestP99?: number
 }
@@ -217,7 +225,9 @@ const report = (name: string, f: RoundFigures) =>
       Number.isNaN(f.drainPerSecond) ? "" : `drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
         f.databaseCpuMicros.toFixed(0)
       } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; `
-    }accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms${
+    }accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms (CPU per event ${
+      f.latencyCpuMicros.toFixed(0)
+    } µs + PostgreSQL ${f.latencyDatabaseCpuMicros.toFixed(0)} µs)${
       f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
     }`
   )
@@ -332,13 +342,19 @@ const main = Effect.gen(function*() {
           yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
         }
         const requests: Array<number> = []
+        const cpuBefore = yield* cpuSeconds(server.pid)
+        const databaseBefore = yield* backendCpu(admin, thisDatabase(admin))
         const accepted = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-live`, latencyCount, rate, requests)
         yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
+        const cpu = (yield* cpuSeconds(server.pid)) - cpuBefore
+        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), databaseBefore)
         const { latencies } = measure(receiver.arrivals, accepted)
         requests.sort((a, b) => a - b)
         return {
           p50: percentile(latencies, 50),
           p99: percentile(latencies, 99),
+          latencyCpuMicros: (cpu / accepted.size) * 1e6,
+          latencyDatabaseCpuMicros: (databaseCpu / accepted.size) * 1e6,
           requestP50: percentile(requests, 50),
           requestP99: percentile(requests, 99)
         }
@@ -385,7 +401,7 @@ const main = Effect.gen(function*() {
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
       const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
-        yield* startPeer(peerEnv)
+        const pid = yield* startPeer(peerEnv)
         const offer = (label: string, count: number) =>
           Effect.gen(function*() {
             const accepted = new Map<string, number>()
@@ -403,8 +419,18 @@ const main = Effect.gen(function*() {
             return accepted
           })
         if (warmup > 0) yield* offer("warmup", warmup)
-        const { latencies } = measure(receiver.arrivals, yield* offer("live", latencyCount))
-        return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) }
+        const cpuBefore = yield* cpuSeconds(pid)
+        const databaseBefore = yield* backendCpu(admin, thisDatabase(admin))
+        const live = yield* offer("live", latencyCount)
+        const cpu = (yield* cpuSeconds(pid)) - cpuBefore
+        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), databaseBefore)
+        const { latencies } = measure(receiver.arrivals, live)
+        return {
+          p50: percentile(latencies, 50),
+          p99: percentile(latencies, 99),
+          latencyCpuMicros: (cpu / live.size) * 1e6,
+          latencyDatabaseCpuMicros: (databaseCpu / live.size) * 1e6
+        }
       }))
       return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
@@ -434,6 +460,8 @@ const main = Effect.gen(function*() {
     transactionsPerDelivery: median(figures.map((f) => f.transactionsPerDelivery)),
     p50: median(figures.map((f) => f.p50)),
     p99: median(figures.map((f) => f.p99)),
+    latencyCpuMicros: median(figures.map((f) => f.latencyCpuMicros)),
+    latencyDatabaseCpuMicros: median(figures.map((f) => f.latencyDatabaseCpuMicros)),
     ...(figures[0]?.requestP50 === undefined ? {} : {
       requestP50: median(figures.map((f) => f.requestP50!)),
       requestP99: median(figures.map((f) => f.requestP99!))

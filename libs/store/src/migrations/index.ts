@@ -15,6 +15,7 @@ import receiverLifecycle from "./0009_receiver_lifecycle.js"
 import portal from "./0010_portal.js"
 import leanDeliveries from "./0011_lean_deliveries.js"
 import eventApiFunctions from "./0012_event_api_functions.js"
+import deliveryFinishFunction from "./0013_delivery_finish_function.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -29,5 +30,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0009_receiver_lifecycle": receiverLifecycle,
   "0010_portal": portal,
   "0011_lean_deliveries": leanDeliveries,
-  "0012_event_api_functions": eventApiFunctions
+  "0012_event_api_functions": eventApiFunctions,
+  "0013_delivery_finish_function": deliveryFinishFunction
 }
