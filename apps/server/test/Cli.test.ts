@@ -146,13 +146,16 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
   it.scoped("with a running server: commands go through its internal API (never opening its data directory); SIGTERM stops it cleanly", () =>
     Effect.gen(function*() {
       const { dataDir, db, env } = yield* environment
-      const server = yield* serve({ ...env, PORT: "0", ADMIN_PORT: "0", LOG_LEVEL: "Info" })
+      const server = yield* serve({ ...env, PORT: "0", ADMIN_PORT: "0", LOG_LEVEL: "Info", HEAP_SEMI_SPACE_MIB: "2" })
       const info = yield* ServerFile.running(dataDir).pipe(
         Effect.flatMap(Effect.orElseFail(() => "not yet")),
         Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo(SERVE_START_BOUND))),
         Effect.orDie
       )
       expect(info.pid).toBe(server.pid)
+      // The heap budget the server holds to (config/Heap.ts; Heap.test shows what it does): the setting, and the default.
+      expect(server.stdout().split("\n").filter((line) => line.includes("\"heap budget\"")).map((line) => JSON.parse(line)))
+        .toMatchObject([{ level: "info", heap_semi_space_mib: 2, heap_growth_percent: 100 }])
       // A development server without ADMIN_TOKEN generates one, prints it once and keeps it in DATA_DIR.
       expect(server.stderr()).toMatch(/ADMIN_TOKEN=\S{20,}/)
       expect(Fs.statSync(Path.join(dataDir, "admin-token")).mode & 0o777).toBe(0o600)

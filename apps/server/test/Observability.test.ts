@@ -178,6 +178,7 @@ describe("GET /metrics", () => {
         for (const name of ["crm_relay_process_resident_memory_bytes", "crm_relay_process_heap_used_bytes", "crm_relay_process_event_loop_utilization"]) {
           expect(after.get(name)?.type).toBe("GAUGE")
         }
+        expect(sampleValue(after, "crm_relay_process_heap_young_generation_bytes", {})).toBeGreaterThan(0)
         expect(sampleValue(after, "crm_relay_process_resident_memory_bytes", {})).toBeGreaterThan(0)
         expect(after.get("crm_relay_process_cpu_seconds_total")?.type).toBe("COUNTER")
         expect(sampleValue(after, "crm_relay_process_cpu_seconds_total", {})).toBeGreaterThan(0)

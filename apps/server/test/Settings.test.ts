@@ -43,6 +43,8 @@ describe("Settings", () => {
       "RETENTION_BATCH_SIZE",
       "WEBHOOK_DISABLE_AFTER",
       "WEBHOOK_DISABLE_MIN_FAILURES",
+      "HEAP_SEMI_SPACE_MIB",
+      "HEAP_GROWTH_PERCENT",
       "NODE_EXTRA_CA_CERTS"
     ])
     for (const setting of Settings.table) {
@@ -108,6 +110,16 @@ describe("Settings", () => {
       expect(yield* refused({ RETENTION_BATCH_SIZE: "0" })).toContain("RETENTION_BATCH_SIZE must be a whole number from 1 to 10000")
       expect(yield* refused({ WEBHOOK_DISABLE_AFTER: "-1 hours" })).toContain("WEBHOOK_DISABLE_AFTER must be a positive duration")
       expect(yield* refused({ WEBHOOK_DISABLE_MIN_FAILURES: "0" })).toContain("WEBHOOK_DISABLE_MIN_FAILURES must be a whole number from 1 to 1000")
+    }))
+
+  it.effect("the heap budget: semi-spaces of 8 MiB and 100 % old-generation growth by default; 0 leaves either to V8; anything else outside its range is refused by name", () =>
+    Effect.gen(function*() {
+      expect(yield* Settings.HeapSettings.pipe(withEnv({}))).toEqual({ semiSpaceMiB: 8, growthPercent: 100 })
+      expect(yield* Settings.HeapSettings.pipe(withEnv({ HEAP_SEMI_SPACE_MIB: "0", HEAP_GROWTH_PERCENT: "0" }))).toEqual({ semiSpaceMiB: 0, growthPercent: 0 })
+      const refused = (env: Record<string, string>) => Effect.map(Effect.flip(Settings.HeapSettings.pipe(withEnv(env))), String)
+      expect(yield* refused({ HEAP_SEMI_SPACE_MIB: "-1" })).toContain("HEAP_SEMI_SPACE_MIB must be a whole number of MiB from 0 to 1024")
+      expect(yield* refused({ HEAP_SEMI_SPACE_MIB: "lots" })).toContain("HEAP_SEMI_SPACE_MIB")
+      expect(yield* refused({ HEAP_GROWTH_PERCENT: "1001" })).toContain("HEAP_GROWTH_PERCENT must be a whole number from 0 to 1000")
     }))
 
   it.effect("secrets are Redacted (never printed) and an empty value counts as unset", () =>

@@ -32,6 +32,8 @@
  * NODE_EXTRA_CA_CERTS — otherwise the production egress path.
  * `--node-options FLAGS` runs the crm-relay servers with those Node/V8 flags
  * (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
+ * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
+ * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`.
  */
 import { Certificate } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"

@@ -54,6 +54,15 @@ const nodeOptions = (options: ServeOptions): Record<string, string> => {
   return flags.length === 0 ? {} : { NODE_OPTIONS: flags.join(" ") }
 }
 
+/** The heap budget's settings (HEAP_SEMI_SPACE_MIB, HEAP_GROWTH_PERCENT) set where the bench runs, to compare budgets. */
+const heapSettings = (): Record<string, string> =>
+  Object.fromEntries(
+    ["HEAP_SEMI_SPACE_MIB", "HEAP_GROWTH_PERCENT"].flatMap((name) => {
+      const value = process.env[name]
+      return value === undefined ? [] : [[name, value]]
+    })
+  )
+
 const decodeServerFile = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ adminUrl: Schema.String, publicUrl: Schema.String })))
 
 /** `crm-relay serve` for the scope (see the module comment). */
@@ -83,6 +92,7 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
               MASTER_KEY: options.masterKey,
               DATA_DIR: dataDir,
               LOG_LEVEL: options.logLevel,
+              ...heapSettings(),
               ...options.env,
               ...nodeOptions(options)
             }

@@ -16,8 +16,8 @@ import { json, print } from "./Output.js"
 import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Logging from "../observability/Logging.js"
+import * as Heap from "../config/Heap.js"
 import * as Settings from "../config/Settings.js"
-import * as StartupMemory from "../observability/StartupMemory.js"
 import * as Tracing from "../observability/Tracing.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
@@ -28,8 +28,13 @@ const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.A
 const serve = Command.make("serve", {}, () =>
   Effect.gen(function*() {
     const settings = yield* Settings.Settings
+    // Before the server's code loads: its start-up is the first burst of allocation.
+    const heap = yield* Heap.bound(settings.heap)
     const Server = yield* Effect.promise(() => import("../http/Server.js"))
-    return yield* Layer.launch(Server.layer(settings).pipe(Layer.tap(() => StartupMemory.releaseAfterStart))).pipe(
+    const budget = Effect.logInfo("heap budget").pipe(
+      Effect.annotateLogs({ heap_semi_space_mib: heap.semiSpaceMiB, heap_growth_percent: heap.growthPercent })
+    )
+    return yield* Effect.zipRight(budget, Layer.launch(Server.layer(settings).pipe(Layer.tap(() => Heap.releaseAfterStart)))).pipe(
       Effect.provide(Tracing.fromSettings(settings.tracing)),
       Effect.provide(Logging.layer(settings.logLevel, "stdout"))
     )

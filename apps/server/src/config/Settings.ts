@@ -198,6 +198,18 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   {
+    name: "HEAP_SEMI_SPACE_MIB",
+    default: "8",
+    description: "Largest V8 young-generation semi-space in MiB (the young generation holds two). Under steady load V8 would grow it to 64 and keep it; smaller keeps RSS down for more CPU. 0 leaves it to V8; --max-semi-space-size in NODE_OPTIONS wins.",
+    secret: false
+  },
+  {
+    name: "HEAP_GROWTH_PERCENT",
+    default: "100",
+    description: "How far the V8 old generation grows past what survived its last full collection before it collects again, in percent (as Go's GOGC); V8 alone allows up to 300. Lower keeps RSS down for more collections. 0 leaves it to V8; --heap-growing-percent on node's command line wins.",
+    secret: false
+  },
+  {
     name: "NODE_EXTRA_CA_CERTS",
     default: "unset",
     description: "Node's own variable: extra CA certificates to trust (how tests trust a loopback bridge).",
@@ -430,6 +442,13 @@ export const pushMaxPerBridge = slotsSetting("CRM_PUSH_MAX_PER_BRIDGE", 10)
 /** The fair shares of the workers (read again where each worker starts; listed here so `serve` checks them first). */
 export const FairShares = Config.all({ deliveryMaxPerOrigin, pushMaxPerBridge })
 
+/** The server's heap budget (Heap.bound). */
+export const HeapSettings = Config.all({
+  semiSpaceMiB: wholeNumber("HEAP_SEMI_SPACE_MIB", 8, 0, 1024, " of MiB"),
+  growthPercent: wholeNumber("HEAP_GROWTH_PERCENT", 100, 0, 1000)
+})
+export type HeapSettings = Config.Config.Success<typeof HeapSettings>
+
 /** The settings `serve` needs. */
 export const Settings = Config.all({
   port,
@@ -447,7 +466,8 @@ export const Settings = Config.all({
   fairShares: FairShares,
   tracing: TracingSettings,
   publicEdge: PublicEdgeSettings,
-  lifecycle: LifecycleSettings
+  lifecycle: LifecycleSettings,
+  heap: HeapSettings
 })
 export type Settings = Config.Config.Success<typeof Settings>
 

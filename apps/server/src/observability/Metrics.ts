@@ -14,6 +14,7 @@ import * as EventApiLive from "@crm-relay/events/EventApiLive"
 import * as JobQueue from "@crm-relay/store/JobQueue"
 import { Effect, Metric, type Redacted } from "effect"
 import { type EventLoopUtilization, monitorEventLoopDelay, performance } from "node:perf_hooks"
+import * as Heap from "../config/Heap.js"
 import * as InternalApiLive from "../http/internal/InternalApiLive.js"
 import { CONTENT_TYPE, serialize } from "./prometheus.js"
 
@@ -39,6 +40,9 @@ const queueGauges = queues.map((queue) => ({
 const rss = Metric.gauge("crm_relay_process_resident_memory_bytes", { description: "Resident set size of the process in bytes." })
 const heapUsed = Metric.gauge("crm_relay_process_heap_used_bytes", { description: "V8 heap in use, in bytes." })
 const heapTotal = Metric.gauge("crm_relay_process_heap_total_bytes", { description: "V8 heap allocated, in bytes." })
+const heapYoung = Metric.gauge("crm_relay_process_heap_young_generation_bytes", {
+  description: "V8's young generation (both semi-spaces), in bytes; HEAP_SEMI_SPACE_MIB bounds it."
+})
 const cpu = Metric.counter("crm_relay_process_cpu_seconds_total", { description: "CPU time of the process (user and system), in seconds." })
 const utilization = Metric.gauge("crm_relay_process_event_loop_utilization", {
   description: "Share of time the event loop was busy since the previous scrape (0 to 1)."
@@ -75,6 +79,7 @@ const sampleProcess = Effect.suspend(() => {
     Metric.set(rss, memory.rss),
     Metric.set(heapUsed, memory.heapUsed),
     Metric.set(heapTotal, memory.heapTotal),
+    Metric.set(heapYoung, Heap.youngGenerationBytes()),
     Metric.incrementBy(cpu, cpuDelta),
     Metric.set(utilization, elu.utilization),
     Metric.set(lagMean, mean),
