@@ -9,6 +9,7 @@ import * as Statement from "@effect/sql/Statement"
 import { Accounts, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
+import { Notifier } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Clock, Duration, Effect, Layer, Option, Schedule, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
@@ -330,6 +331,161 @@ describe("outcomes and the CRM push", () => {
         expect(yield* deliveriesOf(third.call_id)).toHaveLength(2)
         yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
         expect((yield* accept()).route).toBe("push")
+      }))
+
+    it.effect("intake: the intake function (migration 0014) answers and writes what the former statement did: facts unchanged, facts changed in between (nothing written, the facts as they are answered), a call id accepted before, an unknown account, an outcome stored only", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const notifier = yield* Notifier.Notifier
+        const channel = notifier.channel(Fanout.DELIVERIES_CHANNEL)
+        const accountId = yield* connectedAccount("live", false)
+        const kind = "lead" as const
+        // The facts as the former statement read them (Subscriptions.receiving), and as the function reads them.
+        const formerFacts = (account: string) =>
+          sql`(SELECT jsonb_build_object(
+                'mode', a.mode, 'crm_push', rules.crm_push, 'classifications', rules.classifications,
+                'connected', EXISTS (SELECT 1 FROM connections AS c WHERE c.account_id = a.id AND c.tenant_id = ${TENANT.tenantId}),
+                'subscriptions', (SELECT COALESCE(jsonb_agg(jsonb_build_object('id', s.id, 'targetUrl', s.target_url) ORDER BY s.seq), '[]'::jsonb)
+                  FROM subscriptions AS s WHERE s.account_id = a.id AND ${Subscriptions.receiving(sql, kind)}))
+              FROM accounts AS a LEFT JOIN routing_rules AS rules ON rules.account_id = a.id
+              WHERE a.id = ${account})`
+        const factsNow = (account: string) =>
+          Effect.gen(function*() {
+            const [former] = yield* sql<{ facts: unknown }>`SELECT ${formerFacts(account)} AS facts`
+            const [now] = yield* sql<{ facts: unknown }>`SELECT call_outcome_facts(${account}, ${TENANT.tenantId}, ${kind}) AS facts`
+            expect(now!.facts).toEqual(former!.facts)
+            return JSON.stringify(now!.facts)
+          })
+        interface Intake {
+          readonly callId: string
+          readonly accountId: string
+          readonly decidedOn: string
+          readonly announced: boolean
+        }
+        const args = (i: Intake) =>
+          Effect.gen(function*() {
+            const outcome = outcomeFor(i.accountId)
+            const encoded = Schema.encodeSync(CallOutcome)(outcome)
+            const decidedOn = JSON.parse(i.decidedOn) as { subscriptions: ReadonlyArray<{ id: string; targetUrl: string }> } | null
+            const event: Fanout.EventInput = {
+              accountId: i.accountId,
+              callId: i.callId,
+              source: outcome.source,
+              contact: { external_id: "", full_name: "Grace Hopper", first_name: "Grace", last_name: "Hopper", phones: [], emails: [], address: "" },
+              jobType: "Leak",
+              summary: "Kitchen tap leaks",
+              appointment: Option.none()
+            }
+            const deliveries = i.announced && decidedOn !== null
+              ? Fanout.deliveryRows(event, decidedOn.subscriptions, new Date(yield* Clock.currentTimeMillis), null)
+              : []
+            return {
+              ...i,
+              body: JSON.stringify(encoded),
+              digest: "d1",
+              route: i.announced ? "event" : "store",
+              reason: "Why it went this way.",
+              deliveries
+            }
+          })
+        // The statement of the intake before migration 0014, kept here as the reference the function must match.
+        const viaStatement = (i: Intake) =>
+          Effect.flatMap(args(i), (r) =>
+            sql<Record<string, unknown>>`
+              WITH facts AS (
+                SELECT ${formerFacts(r.accountId)} AS current
+              ), guard AS (
+                SELECT current = ${r.decidedOn}::jsonb AS same, current FROM facts
+              ), outcome AS (
+                INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason,
+                  event_kind, event_deliveries, event_fanned_out_at)
+                SELECT ${r.callId}::text, ${r.accountId}::uuid, ${TENANT.tenantId}::text, 'lead'::text, ${r.body}::jsonb,
+                  ${r.digest}::text, ${r.route}::text, ${r.reason}::text, ${r.announced ? kind : null}::text,
+                  ${r.announced ? r.deliveries.length : null}::int, CASE WHEN ${r.announced}::boolean THEN now() END
+                FROM guard WHERE guard.same
+                ON CONFLICT (call_id) DO NOTHING
+                RETURNING call_id
+              ), queued AS (
+                INSERT INTO deliveries (id, account_id, subscription_id, event, call_id, source, contact_external_id,
+                  appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent)
+                SELECT id, account_id, subscription_id, event, call_id, source, contact_external_id,
+                  appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent
+                FROM jsonb_populate_recordset(NULL::deliveries, ${JSON.stringify(r.deliveries)}::jsonb)
+                WHERE EXISTS (SELECT 1 FROM outcome)
+                RETURNING id
+              )
+              SELECT guard.same, EXISTS (SELECT 1 FROM outcome) AS inserted,
+                CASE WHEN guard.same THEN NULL ELSE guard.current END AS facts,
+                (SELECT pg_notify(${channel}, ${kind})::text FROM queued LIMIT 1) IS NOT NULL AS notified
+              FROM guard`)
+        const viaFunction = (i: Intake) =>
+          Effect.flatMap(args(i), (r) =>
+            sql<Record<string, unknown>>`SELECT same, inserted, facts, notified FROM call_outcome_intake(${r.callId}, ${r.accountId},
+              ${TENANT.tenantId}, 'lead', ${r.body}::jsonb, ${r.digest}, ${r.route}, ${r.reason}, ${kind}, ${r.announced},
+              ${r.decidedOn}::jsonb, ${JSON.stringify(r.deliveries)}::jsonb, ${channel})`)
+        // What an intake left in the database, without what differs by nature (call ids, delivery ids, times).
+        const written = (callId: string) =>
+          Effect.gen(function*() {
+            const outcomes = yield* sql<Record<string, unknown>>`SELECT account_id, tenant_id, classification, body, body_digest, route,
+                route_reason, event_kind, event_deliveries, event_fanned_out_at IS NOT NULL AS fanned_out
+              FROM call_outcomes WHERE call_id = ${callId}`
+            const deliveries = yield* sql<Record<string, unknown>>`SELECT account_id, subscription_id, event, source, target_url,
+                status, attempts, payload->'contact' AS contact FROM deliveries WHERE call_id = ${callId} ORDER BY seq`
+            return { outcomes, deliveries }
+          })
+        // Each case both ways, each way with its own call id; the answers and what was written must be the same.
+        const both = (i: Omit<Intake, "callId">, callIds?: { readonly statement: string; readonly fn: string }) =>
+          Effect.gen(function*() {
+            const ids = callIds ?? { statement: `call-${randomUUID()}`, fn: `call-${randomUUID()}` }
+            const [former] = yield* viaStatement({ ...i, callId: ids.statement })
+            const [now] = yield* viaFunction({ ...i, callId: ids.fn })
+            expect(now).toEqual(former)
+            const writtenNow = yield* written(ids.fn)
+            expect(writtenNow).toEqual(yield* written(ids.statement))
+            return { answer: now!, written: writtenNow, ids }
+          })
+
+        const decided = yield* factsNow(accountId)
+        const fresh = yield* both({ accountId, decidedOn: decided, announced: true })
+        expect(fresh.answer).toEqual({ same: true, inserted: true, facts: null, notified: true })
+        expect(fresh.written.outcomes).toMatchObject([{ route: "event", event_kind: "lead", event_deliveries: 1, fanned_out: true }])
+        expect(fresh.written.deliveries).toMatchObject([{ event: "lead", target_url: "https://hooks.example.com/all", status: "pending" }])
+
+        // The same call ids again: nothing written, nothing notified.
+        const again = yield* both({ accountId, decidedOn: decided, announced: true }, fresh.ids)
+        expect(again.answer).toEqual({ same: true, inserted: false, facts: null, notified: false })
+        expect(again.written.deliveries).toHaveLength(1)
+
+        const stored = yield* both({ accountId, decidedOn: decided, announced: false })
+        expect(stored.answer).toEqual({ same: true, inserted: true, facts: null, notified: false })
+        expect(stored.written.outcomes).toMatchObject([{ route: "store", event_kind: null, event_deliveries: null, fanned_out: false }])
+        expect(stored.written.deliveries).toEqual([])
+
+        // The facts change between the decision and the write: a lead subscription, then a bridge connection.
+        const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
+        yield* (yield* Subscriptions.Subscriptions).create({
+          accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
+          keyId: key.id,
+          targetUrl: "https://hooks.example.com/leads",
+          event: "lead"
+        })
+        const withSubscription = yield* factsNow(accountId)
+        const stale = yield* both({ accountId, decidedOn: decided, announced: true })
+        expect(stale.answer).toMatchObject({ same: false, inserted: false, notified: false })
+        expect(stale.answer["facts"]).toEqual(JSON.parse(withSubscription))
+        expect(stale.written).toEqual({ outcomes: [], deliveries: [] })
+        const bridge = yield* ReferenceBridge.ReferenceBridge
+        yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
+        const connected = yield* both({ accountId, decidedOn: withSubscription, announced: true })
+        expect(connected.answer).toMatchObject({ same: false, inserted: false, facts: { connected: true } })
+        expect(connected.written).toEqual({ outcomes: [], deliveries: [] })
+
+        // No such account: no facts, nothing written.
+        const unknown = randomUUID()
+        expect(yield* factsNow(unknown)).toBe("null")
+        const nobody = yield* both({ accountId: unknown, decidedOn: decided, announced: true })
+        expect(nobody.answer).toEqual({ same: null, inserted: false, facts: null, notified: false })
+        expect(nobody.written).toEqual({ outcomes: [], deliveries: [] })
       }))
 
     it.effect("once per call id: the same body is a duplicate (nothing new queued), a different body a conflict", () =>

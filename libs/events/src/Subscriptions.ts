@@ -45,7 +45,8 @@ export type SubscriptionSummary = typeof SubscriptionSummary.Type
 /**
  * The condition over a `subscriptions` row (unqualified columns) that it
  * receives events of `kind`: active, not disabled, subscribed to the kind or
- * to all. The fan-out's matching, for statements that fan out themselves.
+ * to all. The fan-out's matching, for statements that fan out themselves
+ * (migration 0014's `call_outcome_facts` states the same rule in SQL).
  */
 export const receiving = (sql: SqlClient.SqlClient, kind: Events.EventKind) =>
   sql`removed_at IS NULL AND disabled_at IS NULL AND event IN ${sql.in(Events.subscribedEventsFor(kind))}`

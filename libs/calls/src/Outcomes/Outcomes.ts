@@ -12,7 +12,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Fanout, Subscriptions } from "@crm-relay/events"
+import { Fanout } from "@crm-relay/events"
 import { Notifier } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as TraceContext from "@crm-relay/store/TraceContext"
@@ -145,16 +145,9 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     // What the route of an outcome needs, as one JSON value: the account's mode, its routing rules (none
     // stored: the defaults), whether the tenant has a bridge (existence only: the credentials are decrypted
     // by the worker, not at acceptance), and the subscriptions an event of `kind` goes to. NULL: no such account.
-    const factsOf = (accountId: string, tenantId: string, kind: "lead" | "booking") =>
-      sql`(SELECT jsonb_build_object(
-            'mode', a.mode, 'crm_push', rules.crm_push, 'classifications', rules.classifications,
-            'connected', EXISTS (SELECT 1 FROM connections AS c WHERE c.account_id = a.id AND c.tenant_id = ${tenantId}),
-            'subscriptions', (SELECT COALESCE(jsonb_agg(jsonb_build_object('id', s.id, 'targetUrl', s.target_url) ORDER BY s.seq), '[]'::jsonb)
-              FROM subscriptions AS s WHERE s.account_id = a.id AND ${Subscriptions.receiving(sql, kind)}))
-          FROM accounts AS a LEFT JOIN routing_rules AS rules ON rules.account_id = a.id
-          WHERE a.id = ${accountId})`
+    // Migration 0014's function, planned once per session.
     const readFacts = (accountId: string, tenantId: string, kind: "lead" | "booking") =>
-      sql<{ facts: unknown }>`SELECT ${factsOf(accountId, tenantId, kind)} AS facts`.pipe(
+      sql<{ facts: unknown }>`SELECT call_outcome_facts(${accountId}, ${tenantId}, ${kind}) AS facts`.pipe(
         Effect.flatMap((rows) => decodeFacts(rows[0]?.facts ?? null)),
         Effect.orDie
       )
@@ -175,6 +168,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     // snapshot: a subscription added since gets the event, a connection made since gets the push): then it
     // answers the facts as they are (`same` false). Nothing is written either when the call id was
     // already accepted (`inserted` false).
+    // Migration 0014's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
       kind: "lead" | "booking",
@@ -183,33 +177,10 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       deliveries: ReadonlyArray<Fanout.DeliveryRow>
     ) =>
       sql<{ same: boolean | null; inserted: boolean; facts: unknown }>`
-        WITH facts AS (
-          SELECT ${factsOf(row.accountId, row.tenantId, kind)} AS current
-        ), guard AS (
-          SELECT current = ${decidedOn.json}::jsonb AS same, current FROM facts
-        ), outcome AS (
-          INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason,
-            event_kind, event_deliveries, event_fanned_out_at)
-          SELECT ${row.callId}::text, ${row.accountId}::uuid, ${row.tenantId}::text, ${row.classification}::text, ${row.body}::jsonb,
-            ${row.digest}::text, ${row.route}::text, ${row.reason}::text, ${announced ? kind : null}::text,
-            ${announced ? deliveries.length : null}::int, CASE WHEN ${announced}::boolean THEN now() END
-          FROM guard WHERE guard.same
-          ON CONFLICT (call_id) DO NOTHING
-          RETURNING call_id
-        ), queued AS (
-          INSERT INTO deliveries (id, account_id, subscription_id, event, call_id, source, contact_external_id,
-            appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent)
-          SELECT id, account_id, subscription_id, event, call_id, source, contact_external_id,
-            appointment_external_id, target_url, payload, created_at, next_attempt_at, traceparent
-          FROM jsonb_populate_recordset(NULL::deliveries, ${JSON.stringify(deliveries)}::jsonb)
-          WHERE EXISTS (SELECT 1 FROM outcome)
-          RETURNING id
-        )
-        SELECT guard.same, EXISTS (SELECT 1 FROM outcome) AS inserted,
-          CASE WHEN guard.same THEN NULL ELSE guard.current END AS facts,
-          (SELECT pg_notify(${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${kind})::text FROM queued LIMIT 1) IS NOT NULL
-            AS notified
-        FROM guard`.pipe(Effect.orDie)
+        SELECT same, inserted, facts, notified FROM call_outcome_intake(${row.callId}, ${row.accountId}, ${row.tenantId},
+          ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route}, ${row.reason}, ${kind}, ${announced},
+          ${decidedOn.json}::jsonb, ${JSON.stringify(deliveries)}::jsonb, ${notifier.channel(Fanout.DELIVERIES_CHANNEL)})`
+        .pipe(Effect.orDie)
 
     // The answer to an outcome whose call id was already accepted: the first acceptance, or a conflict.
     const acceptedBefore = (callId: string, bodyDigest: string) =>

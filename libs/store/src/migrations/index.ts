@@ -16,6 +16,7 @@ import portal from "./0010_portal.js"
 import leanDeliveries from "./0011_lean_deliveries.js"
 import eventApiFunctions from "./0012_event_api_functions.js"
 import deliveryFinishFunction from "./0013_delivery_finish_function.js"
+import outcomeIntakeFunction from "./0014_outcome_intake_function.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -31,5 +32,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0010_portal": portal,
   "0011_lean_deliveries": leanDeliveries,
   "0012_event_api_functions": eventApiFunctions,
-  "0013_delivery_finish_function": deliveryFinishFunction
+  "0013_delivery_finish_function": deliveryFinishFunction,
+  "0014_outcome_intake_function": outcomeIntakeFunction
 }
