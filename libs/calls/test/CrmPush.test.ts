@@ -64,6 +64,18 @@ const outcomeFor = (accountId: string, extra: Record<string, unknown> = {}) =>
     ...extra
   })
 
+/** A subscription of `accountId` to `event`, under a key of its own (https://hooks.example.com/all, …/leads, …/bookings). */
+const subscribe = (accountId: string, event: "all" | "lead" | "booking") =>
+  Effect.gen(function*() {
+    const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
+    yield* (yield* Subscriptions.Subscriptions).create({
+      accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
+      keyId: key.id,
+      targetUrl: event === "all" ? "https://hooks.example.com/all" : `https://hooks.example.com/${event}s`,
+      event
+    })
+  })
+
 /** A live account with tenant t-1 connected over REST with its API key, and one `all` subscription. */
 const connectedAccount = (mode: "live" | "demo" = "live", connect = true) =>
   Effect.gen(function*() {
@@ -72,13 +84,7 @@ const connectedAccount = (mode: "live" | "demo" = "live", connect = true) =>
     const [row] = yield* sql<{ id: string }>`INSERT INTO accounts (name, mode) VALUES ('Push test', ${mode}) RETURNING id`
     const accountId = row!.id
     if (connect) yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
-    const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
-    yield* (yield* Subscriptions.Subscriptions).create({
-      accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
-      keyId: key.id,
-      targetUrl: "https://hooks.example.com/all",
-      event: "all"
-    })
+    yield* subscribe(accountId, "all")
     return accountId
   })
 
@@ -319,13 +325,7 @@ describe("outcomes and the CRM push", () => {
         ))
         expect(second).toMatchObject({ route: "event", deliveries: 1 })
         expect(statements).toBe(1)
-        const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
-        yield* (yield* Subscriptions.Subscriptions).create({
-          accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
-          keyId: key.id,
-          targetUrl: "https://hooks.example.com/leads",
-          event: "lead"
-        })
+        yield* subscribe(accountId, "lead")
         const third = yield* accept()
         expect(third).toMatchObject({ route: "event", deliveries: 2 })
         expect(yield* deliveriesOf(third.call_id)).toHaveLength(2)
@@ -462,13 +462,7 @@ describe("outcomes and the CRM push", () => {
         expect(stored.written.deliveries).toEqual([])
 
         // The facts change between the decision and the write: a lead subscription, then a bridge connection.
-        const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
-        yield* (yield* Subscriptions.Subscriptions).create({
-          accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
-          keyId: key.id,
-          targetUrl: "https://hooks.example.com/leads",
-          event: "lead"
-        })
+        yield* subscribe(accountId, "lead")
         const withSubscription = yield* factsNow(accountId)
         const stale = yield* both({ accountId, decidedOn: decided, announced: true })
         expect(stale.answer).toMatchObject({ same: false, inserted: false, notified: false })
