@@ -10,7 +10,7 @@
 import { layer } from "@effect/vitest"
 import { expect } from "@effect/vitest"
 import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
-import { RawHttp } from "@crm-relay/testing"
+import { MinuteWindow, RawHttp } from "@crm-relay/testing"
 import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Either, Layer, Option, Schedule } from "effect"
@@ -207,10 +207,7 @@ const TOO_MANY = "Rate limit exceeded: more than 5 requests with an invalid key 
  * An address's refusal lasts until its failed-key window (the clock's minute) ends: a test that needs the
  * address refused throughout starts with at least 30 s of the minute left, or the next minute.
  */
-const withinOneWindow = Effect.suspend(() => {
-  const left = 60_000 - (Date.now() % 60_000)
-  return left >= 30_000 ? Effect.void : Effect.sleep(left + 50)
-})
+const withinOneWindow = MinuteWindow.withinOne()
 
 /** The counts of earlier tests on this database start over (each test starts its own servers, with empty caches). */
 const resetCounts = Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.orDie(sql`DELETE FROM rate_limits`))

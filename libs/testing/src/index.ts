@@ -2,6 +2,7 @@
 export * as Certificate from "./Certificate.js"
 export * as Eventually from "./Eventually.js"
 export * as ListenProbe from "./ListenProbe.js"
+export * as MinuteWindow from "./MinuteWindow.js"
 export * as RawHttp from "./RawHttp.js"
 export * as EventApiFuzz from "./EventApiFuzz.js"
 export * as ServerProcess from "./ServerProcess.js"
