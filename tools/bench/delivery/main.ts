@@ -312,6 +312,27 @@ const main = Effect.gen(function*() {
   yield* call("POST", `${api.publicUrl}/subscribe`, String(key["key"]), { targetUrl: receiver.url, event: "lead" })
   const body = JSON.stringify(leadOutcome(accountId))
 
+  /**
+   * The latency phase's figures: `offer` queues the live events and waits for their arrival (accepted
+   * times by call id); p50/p99 of accepted → receiver, and the CPU each event cost process `pid` and the
+   * database's backends over it.
+   */
+  const latencyOver = <E, R>(pid: number, offer: Effect.Effect<Map<string, number>, E, R>) =>
+    Effect.gen(function*() {
+      const cpuBefore = yield* cpuSeconds(pid)
+      const databaseBefore = yield* backendCpu(admin, thisDatabase(admin))
+      const accepted = yield* offer
+      const cpu = (yield* cpuSeconds(pid)) - cpuBefore
+      const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), databaseBefore)
+      const { latencies } = measure(receiver.arrivals, accepted)
+      return {
+        p50: percentile(latencies, 50),
+        p99: percentile(latencies, 99),
+        latencyCpuMicros: (cpu / accepted.size) * 1e6,
+        latencyDatabaseCpuMicros: (databaseCpu / accepted.size) * 1e6
+      }
+    })
+
   const crmRelayRound = (round: number) =>
     Effect.gen(function*() {
       const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
@@ -344,22 +365,15 @@ const main = Effect.gen(function*() {
           yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
         }
         const requests: Array<number> = []
-        const cpuBefore = yield* cpuSeconds(server.pid)
-        const databaseBefore = yield* backendCpu(admin, thisDatabase(admin))
-        const accepted = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-live`, latencyCount, rate, requests)
-        yield* awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
-        const cpu = (yield* cpuSeconds(server.pid)) - cpuBefore
-        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), databaseBefore)
-        const { latencies } = measure(receiver.arrivals, accepted)
+        const live = yield* latencyOver(
+          server.pid,
+          Effect.tap(
+            postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-live`, latencyCount, rate, requests),
+            (accepted) => awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
+          )
+        )
         requests.sort((a, b) => a - b)
-        return {
-          p50: percentile(latencies, 50),
-          p99: percentile(latencies, 99),
-          latencyCpuMicros: (cpu / accepted.size) * 1e6,
-          latencyDatabaseCpuMicros: (databaseCpu / accepted.size) * 1e6,
-          requestP50: percentile(requests, 50),
-          requestP99: percentile(requests, 99)
-        }
+        return { ...live, requestP50: percentile(requests, 50), requestP99: percentile(requests, 99) }
       }))
       return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
@@ -421,18 +435,7 @@ const main = Effect.gen(function*() {
             return accepted
           })
         if (warmup > 0) yield* offer("warmup", warmup)
-        const cpuBefore = yield* cpuSeconds(pid)
-        const databaseBefore = yield* backendCpu(admin, thisDatabase(admin))
-        const live = yield* offer("live", latencyCount)
-        const cpu = (yield* cpuSeconds(pid)) - cpuBefore
-        const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), databaseBefore)
-        const { latencies } = measure(receiver.arrivals, live)
-        return {
-          p50: percentile(latencies, 50),
-          p99: percentile(latencies, 99),
-          latencyCpuMicros: (cpu / live.size) * 1e6,
-          latencyDatabaseCpuMicros: (databaseCpu / live.size) * 1e6
-        }
+        return yield* latencyOver(pid, offer("live", latencyCount))
       }))
       return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
     })
