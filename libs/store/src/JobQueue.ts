@@ -1012,20 +1012,25 @@ export const run = <A, R>(
       claimBegins()
       // The claim leaves the due rows of keys at their share now: their jobs' ends (even during the claim) wake it.
       roomBound = busyKeys().length > 0
+      const heldAtClaim = shares === undefined ? undefined : new Map(perKey)
       const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
+      // A key the claim filled to the room it had may have due rows left: its jobs' ends wake the claimer.
+      if (heldAtClaim !== undefined && !roomBound) {
+        const taken = new Map<string, number>()
+        for (const job of claimed) if (job.key !== undefined) taken.set(job.key, (taken.get(job.key) ?? 0) + 1)
+        for (const [key, n] of taken) if (n >= maxPerKey - (heldAtClaim.get(key) ?? 0)) roomBound = true
+      }
       for (const job of claimed) {
         if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
         // A daemon: the runner's finalizer, not the claiming fiber, decides when it stops.
         running.set(job.id, yield* Effect.forkDaemon(runJob(job)))
       }
-      // A key it filled to its share may have due rows left; a full batch claims again at once below.
-      if (busyKeys().length > 0) roomBound = true
       if (claimed.length > 0) yield* started.offer(void 0)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
       // wake-up (a notification, a job ending) claims again; only an empty claim looks for the next
-      // due time (one query fewer per wake-up under load).
-      if (claimed.length < want) yield* idle(claimed.length === 0)
+      // due time (one query fewer per wake-up under load), or a partial one whose jobs' ends will not wake it.
+      if (claimed.length < want) yield* idle(claimed.length === 0 || !roomBound)
     }).pipe(
       // The database may be unreachable for a while: keep trying, never let the runner die.
       Effect.catchAllCause((cause) =>
