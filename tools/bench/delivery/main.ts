@@ -33,7 +33,8 @@
  * `--node-options FLAGS` runs the crm-relay servers with those Node/V8 flags
  * (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
  * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
- * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`.
+ * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`;
+ * MALLOC_ARENA_MAX set there is passed to crm-relay too (glibc's malloc arenas).
  */
 import { Certificate } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"

@@ -26,7 +26,8 @@
  * when it stops; `--node-options FLAGS` runs crm-relay with those Node/V8
  * flags (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
  * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
- * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`.
+ * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`;
+ * MALLOC_ARENA_MAX set there is passed to crm-relay too (glibc's malloc arenas).
  */
 import { Events } from "@crm-relay/contract"
 import autocannon from "autocannon"

@@ -54,10 +54,13 @@ const nodeOptions = (options: ServeOptions): Record<string, string> => {
   return flags.length === 0 ? {} : { NODE_OPTIONS: flags.join(" ") }
 }
 
-/** The heap budget's settings (HEAP_SEMI_SPACE_MIB, HEAP_GROWTH_PERCENT) set where the bench runs, to compare budgets. */
+/**
+ * The heap budget's settings (HEAP_SEMI_SPACE_MIB, HEAP_GROWTH_PERCENT) and glibc's MALLOC_ARENA_MAX (read
+ * only when a process starts, so the server cannot set it itself) set where the bench runs, to compare them.
+ */
 const heapSettings = (): Record<string, string> =>
   Object.fromEntries(
-    ["HEAP_SEMI_SPACE_MIB", "HEAP_GROWTH_PERCENT"].flatMap((name) => {
+    ["HEAP_SEMI_SPACE_MIB", "HEAP_GROWTH_PERCENT", "MALLOC_ARENA_MAX"].flatMap((name) => {
       const value = process.env[name]
       return value === undefined ? [] : [[name, value]]
     })
