@@ -68,20 +68,25 @@ import type * as Statement from "@effect/sql/Statement"
 import {
   Cause,
   Clock,
+  Context,
   Data,
   Deferred,
   Duration,
   Effect,
   Fiber,
+  FiberRef,
+  FiberRefs,
+  HashMap,
   Metric,
   MetricBoundaries,
   MetricLabel,
   Option,
   type ParseResult,
   Queue,
+  Runtime,
   Schema,
   Stream,
-  type Tracer
+  Tracer
 } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
@@ -822,24 +827,34 @@ export const run = <A, R>(
 
     // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
     // no wait when idle, fewer round trips under load); the others in a statement (or transaction) of their own.
-    const waiting = yield* Queue.unbounded<[Finished, Deferred.Deferred<boolean>]>()
-    const storeWaiting = Effect.gen(function*() {
-      const first = yield* waiting.take
-      const rest = yield* waiting.takeUpTo(255)
-      const batch = [first, ...rest]
-      const held = yield* queue.finishMany(batch.map(([finished]) => finished)).pipe(
-        Effect.catchAllCause((cause) =>
-          // The leases will expire and the jobs run again.
-          Effect.as(Effect.logError("Could not store the results of jobs", cause), new Set<string>())
+    // A job waits for its result on a plain callback (no Deferred, no queue offer per job): under a
+    // backlog this is paid once per delivery.
+    const waiting: Array<readonly [Finished, (held: boolean) => void]> = []
+    const resultsWaiting = yield* Queue.sliding<void>(1)
+    const storeWaiting = Effect.zipRight(
+      resultsWaiting.take,
+      Effect.suspend(() => {
+        const batch = waiting.splice(0, 256)
+        if (batch.length === 0) return Effect.void
+        if (waiting.length > 0) resultsWaiting.unsafeOffer(void 0)
+        return queue.finishMany(batch.map(([finished]) => finished)).pipe(
+          Effect.catchAllCause((cause) =>
+            // The leases will expire and the jobs run again.
+            Effect.as(Effect.logError("Could not store the results of jobs", cause), new Set<string>())
+          ),
+          Effect.map((held) => {
+            for (const [finished, done] of batch) done(held.has(finished.id))
+          })
         )
-      )
-      for (const [finished, done] of batch) yield* Deferred.succeed(done, held.has(finished.id))
-    })
+      })
+    )
 
     const store = (job: Job<A>, result: JobResult): Effect.Effect<boolean> => {
       if (isBatchable(result)) {
-        return Effect.flatMap(Deferred.make<boolean>(), (done) =>
-          Effect.zipRight(waiting.offer([{ id: job.id, result }, done]), Deferred.await(done)))
+        return Effect.async<boolean>((resume) => {
+          waiting.push([{ id: job.id, result }, (held) => resume(Effect.succeed(held))])
+          resultsWaiting.unsafeOffer(void 0)
+        })
       }
       const extras: FinishExtras = { set: result.set, alongside: result.alongside, log: result.log }
       const change = JobResult.$match(result, {
@@ -875,12 +890,11 @@ export const run = <A, R>(
     ]
     const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
     const clock = yield* Effect.clock
-    const observe = (result: JobResult, started: bigint) =>
-      Effect.sync(() => {
-        const tags = labels[result._tag]
-        jobsRun.unsafeUpdate(1, tags)
-        jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
-      })
+    const observe = (result: JobResult, started: bigint) => {
+      const tags = labels[result._tag]
+      jobsRun.unsafeUpdate(1, tags)
+      jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
+    }
 
     // One span per attempt, in the trace that queued the job when the table stores it.
     const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
@@ -907,42 +921,61 @@ export const run = <A, R>(
     // The slot was given back before the result was stored, so a claim (and its next-due reading) may
     // have seen the row still leased and chosen to sleep until the lease ends: a retry stored since is
     // due sooner, so the claimer reads the next due time again.
-    const afterStored = (result: JobResult) =>
-      result._tag === "Retry" ? Effect.sync(() => wakeUp.unsafeOffer(void 0)) : Effect.void
+    const afterStored = (result: JobResult, started: bigint) =>
+      Effect.sync(() => {
+        if (result._tag === "Retry") wakeUp.unsafeOffer(void 0)
+        observe(result, started)
+      })
 
-    const runJob = (job: Job<A>) =>
-      Effect.suspend(() => {
-        const started = clock.unsafeCurrentTimeNanos()
-        return Effect.suspend(() => handler(job)).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.failCause(cause)
-              : Effect.as(
-                Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
-                JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
-              )
-          ),
-          // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
-          Effect.flatMap((result) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                finishing.add(job.id)
-                giveBack(job)
-              }),
-              Effect.zipRight(finish(job, result), Effect.zipRight(afterStored(result), observe(result, started)))
+    // A job's fiber starts with its log annotations and its span as the parent span already in place
+    // (`Effect.annotateLogs` and `Effect.withSpan` would each set a fiber ref and set it back around
+    // the job: under a backlog, a good part of the runner's own work per job).
+    const runtime = yield* Effect.runtime<R>()
+    const annotations = runtime.fiberRefs.pipe(FiberRefs.getOrDefault(FiberRef.currentLogAnnotations))
+    const timingEnabled = runtime.fiberRefs.pipe(FiberRefs.getOrDefault(FiberRef.currentTracerTimingEnabled))
+    const spanName = `JobQueue.run ${jobs.table}`
+
+    const runJob = (job: Job<A>, span: Tracer.Span) => {
+      const started = clock.unsafeCurrentTimeNanos()
+      return Effect.suspend(() => handler(job)).pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.as(
+              Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
+              JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
             )
-          ),
-          Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
-        )
-      }).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          running.delete(job.id)
-          // Stopped before its handler decided (interrupted): its slot is given back now.
-          if (!finishing.delete(job.id)) giveBack(job)
-        })),
-        Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
+        ),
+        // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
+        Effect.flatMap((result) => {
+          finishing.add(job.id)
+          giveBack(job)
+          return Effect.zipRight(finish(job, result), afterStored(result, started))
+        }),
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            if (span.status._tag !== "Ended") span.end(timingEnabled ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+            running.delete(job.id)
+            // Stopped before its handler decided (interrupted): its slot is given back now.
+            if (!finishing.delete(job.id)) giveBack(job)
+          })
+        ),
         Effect.catchAllCause(() => Effect.void)
       )
+    }
+
+    // A daemon (the runner's finalizer, not the claiming fiber, decides when it stops), started on the
+    // next tick, after the claimer recorded it among the running jobs.
+    const startJob = (job: Job<A>, span: Tracer.Span): Fiber.RuntimeFiber<void> =>
+      Runtime.runFork(Runtime.make({ ...runtime, context: Context.add(runtime.context, Tracer.ParentSpan, span) }), runJob(job, span), {
+        immediate: false,
+        updateRefs: (refs, fiberId) =>
+          FiberRefs.updateAs(refs, {
+            fiberId,
+            fiberRef: FiberRef.currentLogAnnotations,
+            value: HashMap.set(HashMap.set(annotations, "job_id", job.id), "attempt", job.attempt)
+          })
+      })
 
     const beat = Effect.gen(function*() {
       const ids = Array.from(running.keys()).filter((id) => !finishing.has(id))
@@ -999,8 +1032,8 @@ export const run = <A, R>(
       failures = 0
       for (const job of claimed) {
         if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-        // A daemon: the runner's finalizer, not the claiming fiber, decides when it stops.
-        running.set(job.id, yield* Effect.forkDaemon(runJob(job)))
+        // One span per attempt, in the trace that queued the job when the table stores it.
+        running.set(job.id, startJob(job, yield* Effect.makeSpan(spanName, spanOptions(job))))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
