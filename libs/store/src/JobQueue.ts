@@ -73,6 +73,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Either,
   Fiber,
   FiberRef,
   FiberRefs,
@@ -103,8 +104,8 @@ export interface JobTable<A> {
   readonly channel: string
   /** The select list of a claim (columns of the table), after `id` and `attempts`. */
   readonly select: string
-  /** Decodes the selected columns of one claimed row. */
-  readonly decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  /** Decodes the selected columns of one claimed row (synchronously: a claim decodes every row it takes). */
+  readonly decode: (row: unknown) => Either.Either<A, ParseResult.ParseError>
   /** The table has a `traceparent` column: a job runs in the trace that queued it. */
   readonly traced: boolean
   /** Fair claims (see `Fairness`), when the table has the columns. */
@@ -185,7 +186,7 @@ export const table = <A, I>(options: {
     completedStatus: options.completedStatus ?? "done",
     channel: options.channel ?? `jobs:${options.table}`,
     select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
-    decode: Schema.decodeUnknown(options.row),
+    decode: Schema.decodeUnknownEither(options.row),
     traced: options.traced ?? false,
     fairness: options.fairness,
     log: options.log,
@@ -337,29 +338,23 @@ export const make = <A>(
     const after = (delay: Duration.DurationInput) =>
       Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis + Duration.toMillis(delay)))
 
+    const jobOf = (row: Record<string, unknown>, data: A): Job<A> => ({
+      id: String(row["id"]),
+      attempt: Number(row["attempts"]),
+      data,
+      traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
+      key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
+    })
+
     // A row that cannot be decoded would be claimed again and again: dead-letter it.
-    const decodeOrBury = (row: Record<string, unknown>) =>
-      jobs.decode(row).pipe(
-        Effect.map((data): Option.Option<Job<A>> =>
-          Option.some({
-            id: String(row["id"]),
-            attempt: Number(row["attempts"]),
-            data,
-            traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
-            key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
-          })
-        ),
-        Effect.catchAll((error) =>
-          Effect.gen(function*() {
-            yield* Effect.logError("Job row could not be decoded; dead-lettered").pipe(
-              Effect.annotateLogs({ table: jobs.table, job_id: String(row["id"]), problem: error.message })
-            )
-            yield* sql`UPDATE ${t} SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
-              last_error = 'The stored job could not be read.' WHERE id = ${row["id"]}`.pipe(Effect.orDie)
-            return Option.none<Job<A>>()
-          })
+    const bury = (row: Record<string, unknown>, error: ParseResult.ParseError) =>
+      Effect.gen(function*() {
+        yield* Effect.logError("Job row could not be decoded; dead-lettered").pipe(
+          Effect.annotateLogs({ table: jobs.table, job_id: String(row["id"]), problem: error.message })
         )
-      )
+        yield* sql`UPDATE ${t} SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+          last_error = 'The stored job could not be read.' WHERE id = ${row["id"]}`.pipe(Effect.orDie)
+      })
 
     const fair = jobs.fairness
     const keyColumn = fair === undefined ? undefined : sql(fair.key)
@@ -444,8 +439,9 @@ export const make = <A>(
           : claimFairly(limit, at, until, shares, keyColumn, sql(fair.group))).pipe(Effect.orDie)
         const claimed: Array<Job<A>> = []
         for (const row of rows) {
-          const job = yield* decodeOrBury(row)
-          if (Option.isSome(job)) claimed.push(job.value)
+          const data = jobs.decode(row)
+          if (Either.isRight(data)) claimed.push(jobOf(row, data.right))
+          else yield* bury(row, data.left)
         }
         return claimed
       })
