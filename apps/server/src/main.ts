@@ -55,6 +55,27 @@ const main = Effect.suspend(() => Cli.run(process.argv)).pipe(
   Effect.provide(Layer.merge(NodeContext.layer, Logging.bootstrap))
 )
 
+/**
+ * When the reader of an output stream goes away (`crm-relay serve | head`, a log shipper that
+ * exited), writes to it fail with EPIPE, and Node would crash on the unhandled stream error.
+ * Instead a closed stdout stops the process as SIGTERM does (the server finishes its requests and
+ * gives its jobs back), saying so on stderr; a closed stderr is only written to no more. What was
+ * left to write to a closed stream is dropped.
+ */
+const whenClosed = (stream: NodeJS.WriteStream, stop: boolean): void => {
+  let closed = false
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE" && error.code !== "ERR_STREAM_DESTROYED") throw error
+    if (closed) return
+    closed = true
+    if (!stop) return
+    if (!process.stderr.destroyed) process.stderr.write("crm-relay: standard output was closed (its reader went away): stopping.\n")
+    process.kill(process.pid, "SIGTERM")
+  })
+}
+whenClosed(process.stdout, true)
+whenClosed(process.stderr, false)
+
 NodeRuntime.runMain(main, {
   disableErrorReporting: true,
   disablePrettyLogger: true,

@@ -143,6 +143,28 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.none())
     }), { timeout: PROCESS_TEST_TIMEOUT })
 
+  it.scoped("when its stdout's reader goes away (`serve | head`), the server stops as on SIGTERM instead of crashing on EPIPE", () =>
+    Effect.gen(function*() {
+      const { dataDir, env } = yield* environment
+      const server = yield* serve({ ...env, LOG_LEVEL: "Info" })
+      const info = yield* ServerFile.running(dataDir).pipe(
+        Effect.flatMap(Effect.orElseFail(() => "not yet")),
+        Effect.retry(Schedule.spaced("200 millis").pipe(Schedule.upTo(SERVE_START_BOUND))),
+        Effect.orDie
+      )
+      yield* server.closeStdout
+      // Each request writes an access line to the closed pipe; the first write after the close fails with EPIPE.
+      yield* Eventually.eventually(Effect.map(
+        request("GET", `${info.publicUrl}/perform-list`, { headers: bearer("not-a-key") }).pipe(Effect.exit),
+        () => server.stderr().includes("standard output was closed")
+      ))
+      expect(yield* server.exited).toBe(0)
+      expect(server.stderr()).not.toContain("EPIPE")
+      // A clean stop: the server file is removed and the embedded database's lock released.
+      expect(Fs.existsSync(ServerFile.path(dataDir))).toBe(false)
+      expect(yield* DataDirLock.holder(Database.pgliteDirectory(dataDir))).toEqual(Option.none())
+    }), { timeout: PROCESS_TEST_TIMEOUT })
+
   it.scoped("with a running server: commands go through its internal API (never opening its data directory); SIGTERM stops it cleanly", () =>
     Effect.gen(function*() {
       const { dataDir, db, env } = yield* environment

@@ -59,6 +59,10 @@ export interface ServeProcess {
   readonly stderr: () => string
   /** Sends SIGTERM and waits for the exit code. */
   readonly terminate: Effect.Effect<number | null>
+  /** Closes the reading end of its stdout (as `crm-relay serve | head` does once head has its lines). */
+  readonly closeStdout: Effect.Effect<void>
+  /** Waits for the exit code. */
+  readonly exited: Effect.Effect<number | null>
 }
 
 /**
@@ -83,6 +87,8 @@ export const serve = (env: Record<string, string>): Effect.Effect<ServeProcess, 
       pid: child.pid!,
       stdout,
       stderr,
-      terminate: Effect.zipRight(Effect.sync(() => child.kill("SIGTERM")), Effect.promise(() => exited))
+      terminate: Effect.zipRight(Effect.sync(() => child.kill("SIGTERM")), Effect.promise(() => exited)),
+      closeStdout: Effect.sync(() => child.stdout.destroy()),
+      exited: Effect.promise(() => exited)
     }))
   )
