@@ -98,13 +98,19 @@ const builtinsByRequire: esbuild.Plugin = {
 
 /**
  * CommonJS packages that `serve` imports but seldom uses: undici (outbound
- * requests; @effect/platform-node's HTTP server imports its client too) and
- * ws (WebSocket upgrades). An `import` of them is given a stand-in whose
- * exports are getters: the package is evaluated on the first use of one of
- * its exports (the first outbound request, say), not at start-up. The names
- * are the package's own, read here at build time.
+ * requests; @effect/platform-node's HTTP server imports its client too), ws
+ * (WebSocket upgrades) and mime (file answers' types). An `import` of them
+ * is given a stand-in whose exports are getters: the package is loaded on
+ * the first use of one of its exports (the first outbound request, say), not
+ * at start-up. Each package is bundled into a file of its own,
+ * `dist/vendor/NAME.cjs`, that only the stand-in requires: in a chunk, its
+ * code (undici alone is a third of what `serve` loaded) would be read and
+ * compiled at every start even though it never runs then. The names are
+ * the package's own (with its prototype's methods, for a package that
+ * exports an instance, as mime), read here at build time.
  */
-const lazyPackages = ["undici", "ws"]
+const lazyPackages = ["undici", "ws", "mime"]
+const vendorDir = Path.join(outdir, "vendor")
 const lazyCommonJs: esbuild.Plugin = {
   name: "lazy-commonjs",
   setup(build) {
@@ -113,13 +119,21 @@ const lazyCommonJs: esbuild.Plugin = {
     build.onResolve({ filter }, ({ path, kind }) =>
       kind === "import-statement" ? { path, namespace: "lazy-commonjs" } : undefined)
     build.onLoad({ filter: /.*/, namespace: "lazy-commonjs" }, ({ path }) => {
-      const names = Object.keys(requireHere(path) as object).filter((name) => name !== "default")
+      const exported = requireHere(path) as object
+      const methods = Object.getOwnPropertyNames(Object.getPrototypeOf(exported) ?? {})
+        .filter((name) => name !== "constructor" && typeof (exported as Record<string, unknown>)[name] === "function")
+      const names = [...new Set([...Object.keys(exported), ...methods])].filter((name) => name !== "default")
       return {
         contents: [
           "let loaded",
-          `const load = () => (loaded ??= require(${JSON.stringify(path)}))`,
+          // A chunk lives in dist/chunks, the entry point in dist (`__crmRelayUrl`: the banner's): the vendor file is found from either.
+          "const load = () => (loaded ??= require(require(\"node:url\").fileURLToPath(new URL(" +
+          `(__crmRelayUrl.includes("/chunks/") ? "../" : "./") + ${JSON.stringify(`vendor/${path}.cjs`)}, __crmRelayUrl))))`,
           `for (const name of ${JSON.stringify(names)}) {`,
-          "  Object.defineProperty(module.exports, name, { enumerable: true, get: () => load()[name] })",
+          "  Object.defineProperty(module.exports, name, { enumerable: true, get: () => {",
+          "    const value = load()[name]",
+          "    return typeof value === \"function\" && !Object.hasOwn(load(), name) ? value.bind(load()) : value",
+          "  } })",
           "}"
         ].join("\n"),
         resolveDir: root,
@@ -144,7 +158,9 @@ const result = await esbuild.build({
   external,
   plugins: [deepImports, builtinsByRequire, lazyCommonJs],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
-  banner: { js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const require = __crmRelayRequire(import.meta.url);" },
+  banner: {
+    js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const __crmRelayUrl = import.meta.url; const require = __crmRelayRequire(__crmRelayUrl);"
+  },
   sourcemap: "linked",
   sourcesContent: true,
   minifyWhitespace: !process.env.NOMIN,
@@ -169,6 +185,31 @@ const entry = Path.join(outdir, "main.js")
 // Chunks before the entry point that imports them.
 const outputs = [...result.outputFiles].sort((a, b) => Number(a.path === entry) - Number(b.path === entry))
 for (const output of outputs) place(output.path, output.contents)
+// The lazily loaded packages, one CommonJS file each (see lazyCommonJs).
+const requireHere = Module.createRequire(Path.join(root, "package.json"))
+for (const name of lazyPackages) {
+  const vendored = await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: [requireHere.resolve(name)],
+    outfile: Path.join(vendorDir, `${name}.cjs`),
+    bundle: true,
+    format: "cjs",
+    platform: "node",
+    target: "node22",
+    external,
+    sourcemap: "linked",
+    sourcesContent: true,
+    minifyWhitespace: !process.env.NOMIN,
+    minifySyntax: !process.env.NOMIN,
+    legalComments: "linked",
+    metafile: true,
+    write: false,
+    logLevel: "warning"
+  })
+  for (const output of vendored.outputFiles) place(output.path, output.contents)
+  Object.assign(result.metafile.inputs, vendored.metafile.inputs)
+  Object.assign(result.metafile.outputs, vendored.metafile.outputs)
+}
 place(Path.join(outdir, "meta.json"), JSON.stringify(result.metafile))
 
 // The Integrations area's page (built by Nx before this) travels with the binary: `crm-relay serve` finds it in dist/portal.
@@ -192,6 +233,6 @@ const sweep = (dir: string): void => {
   }
 }
 sweep(outdir)
-const scripts = Object.entries(result.metafile.outputs).filter(([file]) => file.endsWith(".js"))
+const scripts = Object.entries(result.metafile.outputs).filter(([file]) => /\.c?js$/.test(file))
 const bytes = scripts.reduce((sum, [, output]) => sum + output.bytes, 0)
 process.stdout.write(`crm-relay: ${scripts.length} file(s), ${(bytes / 1024 / 1024).toFixed(1)} MiB in ${Path.relative(process.cwd(), outdir) || "."}\n`)

@@ -60,6 +60,21 @@ describe("the build (dist/, made by nx build)", () => {
     expect(inputs.filter((input) => input.includes("/internal/httpApiScalar.js") || input.includes("/fast-check/"))).toEqual([])
   })
 
+  it("serve reads no undici, ws or mime code at start: each is a file of its own (dist/vendor) that loads on first use", () => {
+    const build = meta()
+    const server = Object.entries(build.outputs).find(([, output]) => output.entryPoint === "src/http/Server.ts")?.[0]
+    expect(server).toBeDefined()
+    const { inputs } = loadedAtStart(build, server)
+    for (const lazy of ["/node_modules/undici/", "/node_modules/ws/", "/node_modules/mime/"]) {
+      expect(inputs.filter((input) => input.includes(lazy))).toEqual([])
+    }
+    for (const name of ["undici", "ws", "mime"]) {
+      const output = build.outputs[`dist/vendor/${name}.cjs`]
+      expect(output).toBeDefined()
+      expect(Object.keys(output?.inputs ?? {}).some((input) => input.includes(`/node_modules/${name}/`))).toBe(true)
+    }
+  })
+
   it("PGlite stays outside the bundle (its WebAssembly and data files are found next to its own module)", () => {
     const build = meta()
     const inputs = Object.values(build.outputs).flatMap((output) => Object.keys(output.inputs))

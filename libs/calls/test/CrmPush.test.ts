@@ -6,10 +6,10 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
-import { Accounts, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
+import { Accounts, Deliveries, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
-import { Notifier } from "@crm-relay/store"
+import { JobHandoffs, Notifier } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Clock, Duration, Effect, Layer, Option, Schedule, Schema, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
@@ -332,6 +332,56 @@ describe("outcomes and the CRM push", () => {
         yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
         expect((yield* accept()).route).toBe("push")
       }))
+
+    it.effect("intake hand-off (#13): with room in this process's delivery runner, an event's deliveries are inserted leased to it as attempt 1 and handed over with the claim's columns, nothing notified; a duplicate gives the room back; without room they are queued unleased and notified", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const handoffs = yield* Effect.provide(JobHandoffs.JobHandoffs, JobHandoffs.JobHandoffs.Default)
+        const until = new Date(Date.now() + 30_000)
+        const asked: Array<ReadonlyArray<string>> = []
+        const adopted: Array<ReadonlyArray<unknown>> = []
+        let cancelled = 0
+        let room = true
+        yield* handoffs.register(Deliveries.table.table, (keys) => {
+          asked.push(keys)
+          return room
+            ? Option.some({
+              owner: "runner-here",
+              until,
+              adopt: (rows) => Effect.sync(() => adopted.push(rows)),
+              cancel: Effect.sync(() => cancelled++)
+            })
+            : Option.none()
+        })
+        const outcomes = yield* Effect.provide(Outcomes, Outcomes.Default.pipe(Layer.provide(Layer.succeed(JobHandoffs.JobHandoffs, handoffs))))
+        const accountId = yield* connectedAccount("live", false)
+        const callId = `call-${randomUUID()}`
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
+        expect(asked).toEqual([["https://hooks.example.com"]])
+        // What a claim of the row returns (migration 0011's function's columns), and the lease it holds.
+        const [row] = yield* sql<Record<string, unknown>>`SELECT d.id, d.attempts, d.account_id, d.target_url, d.payload::text AS body,
+            false AS subscription_removed, d.subscription_id, 'active' AS subscription_state, d.traceparent,
+            d.target_origin AS job_fair_key, d.lease_owner, d.lease_expires_at
+          FROM deliveries AS d WHERE d.call_id = ${callId}`
+        expect(row).toMatchObject({ attempts: 1, lease_owner: "runner-here" })
+        expect(new Date(row!["lease_expires_at"] as string).getTime()).toBe(until.getTime())
+        const { lease_expires_at: _end, lease_owner: _owner, ...claimed } = row!
+        expect(adopted).toEqual([[claimed]])
+        expect(Option.isSome(yield* Effect.option(Deliveries.table.decode(adopted[0]![0])))).toBe(true)
+        expect(cancelled).toBe(0)
+
+        // The same call id again: nothing inserted, the room given back.
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ duplicate: true })
+        expect(cancelled).toBe(1)
+        expect(adopted).toHaveLength(1)
+
+        // No room: queued unleased (any runner's claim), as before.
+        room = false
+        const queued = `call-${randomUUID()}`
+        yield* outcomes.accept(queued, outcomeFor(accountId))
+        expect(yield* sql`SELECT attempts, lease_owner FROM deliveries WHERE call_id = ${queued}`).toEqual([{ attempts: 0, lease_owner: null }])
+        expect(adopted).toHaveLength(1)
+      })))
 
     it.effect("intake: the intake function (migration 0014) answers and writes what the former statement did: facts unchanged, facts changed in between (nothing written, the facts as they are answered), a call id accepted before, an unknown account, an outcome stored only", () =>
       Effect.gen(function*() {

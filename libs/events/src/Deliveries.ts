@@ -61,6 +61,13 @@ export const table = JobQueue.table({
     subscription_id, ${claimedStateSql} AS subscription_state`
 })
 
+const ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/
+
+/**
+ * The fairness key of a delivery to `targetUrl`: its origin, as the table's generated `target_origin`
+ * column computes it (migration 0008), for room asked of a runner before the row exists (JobHandoffs).
+ */
+export const originOf = (targetUrl: string): string => ORIGIN.exec(targetUrl)?.[0].toLowerCase() ?? ""
 
 /** One logged attempt. */
 export const Attempt = Schema.Struct({

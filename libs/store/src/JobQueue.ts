@@ -92,6 +92,7 @@ import {
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
 import { DatabaseInfo } from "./Database.js"
+import { JobHandoffs, type Reservation } from "./JobHandoffs.js"
 import { Notifier } from "./Notifier.js"
 import * as TraceContext from "./TraceContext.js"
 
@@ -792,6 +793,8 @@ export const run = <A, R>(
     const shares: ClaimShares | undefined = jobs.fairness === undefined ? undefined : { maxPerKey, running: perKey }
     const busyKeys = () => Array.from(perKey).filter(([, n]) => n >= maxPerKey).map(([key]) => key)
     let stopping = false
+    // Slots set aside for jobs a producer of this process is inserting leased to this runner (JobHandoffs).
+    let reserved = 0
 
     // A job's end frees a slot that due work may wait for (a key at its share, a full runner). A claim per
     // end would be one statement per job under load, so ends are gathered: the claimer wakes once
@@ -810,7 +813,12 @@ export const run = <A, R>(
       closeWindow()
       wakeUp.unsafeOffer(void 0)
     }
+    // Only while due work may be waiting for a slot: the runner was full, or a key at its share, when it
+    // last claimed. Otherwise a job's end leaves nothing behind to claim (at a low rate, a claim per end
+    // that finds nothing, and a next-due reading after it).
+    let roomBound = false
     const slotFreed = () => {
+      if (!roomBound) return
       freed++
       if (freed >= claimRoom) wakeForEnds()
       else if (window === undefined) window = setTimeout(wakeForEnds, windowMillis)
@@ -1005,8 +1013,11 @@ export const run = <A, R>(
     const idle = (untilDue: boolean) =>
       Effect.gen(function*() {
         if (Option.isSome(yield* Queue.poll(wakeUp))) return
+        const busy = busyKeys()
+        // The next due time leaves out the keys at their share: one of their jobs' ends must wake the claimer.
+        if (untilDue && busy.length > 0) roomBound = true
         const untilNext = untilDue
-          ? Effect.flatMap(Effect.uninterruptible(queue.nextDue(busyKeys())), (due) =>
+          ? Effect.flatMap(Effect.uninterruptible(queue.nextDue(busy)), (due) =>
             Option.isNone(due)
               ? Effect.sleep(poll)
               : Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -1020,12 +1031,24 @@ export const run = <A, R>(
 
     const step = Effect.gen(function*() {
       // Jobs whose results are being stored hold no slot.
-      const free = concurrency - (running.size - finishing.size)
-      if (free <= 0) return yield* idle(false)
+      const free = concurrency - (running.size - finishing.size) - reserved
+      if (free <= 0) {
+        roomBound = true
+        return yield* idle(false)
+      }
       const want = Math.min(free, batchSize)
       claimBegins()
+      // The claim leaves the due rows of keys at their share now: their jobs' ends (even during the claim) wake it.
+      roomBound = busyKeys().length > 0
+      const heldAtClaim = shares === undefined ? undefined : new Map(perKey)
       const claimed = yield* queue.claim(want, lease, shares)
       failures = 0
+      // A key the claim filled to the room it had may have due rows left: its jobs' ends wake the claimer.
+      if (heldAtClaim !== undefined && !roomBound) {
+        const taken = new Map<string, number>()
+        for (const job of claimed) if (job.key !== undefined) taken.set(job.key, (taken.get(job.key) ?? 0) + 1)
+        for (const [key, n] of taken) if (n >= maxPerKey - (heldAtClaim.get(key) ?? 0)) roomBound = true
+      }
       for (const job of claimed) {
         if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
         // One span per attempt, in the trace that queued the job when the table stores it.
@@ -1034,8 +1057,8 @@ export const run = <A, R>(
       if (claimed.length > 0) yield* started.offer(void 0)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
       // wake-up (a notification, a job ending) claims again; only an empty claim looks for the next
-      // due time (one query fewer per wake-up under load).
-      if (claimed.length < want) yield* idle(claimed.length === 0)
+      // due time (one query fewer per wake-up under load), or a partial one whose jobs' ends will not wake it.
+      if (claimed.length < want) yield* idle(claimed.length === 0 || !roomBound)
     }).pipe(
       // The database may be unreachable for a while: keep trying, never let the runner die.
       Effect.catchAllCause((cause) =>
@@ -1044,6 +1067,88 @@ export const run = <A, R>(
           : Effect.zipRight(Effect.logWarning("Job runner step failed; retrying", cause), backoff)
       )
     )
+
+    // Jobs handed over by a producer of this process (JobHandoffs): inserted leased to this runner, so they
+    // run without a notification or a claim. Their room (slots, each key's share) is taken at once, and moves
+    // to the jobs as they start; what was not inserted is given back as a job's end gives its slot back.
+    const runtime = yield* Effect.runtime<R>()
+    const reserve = (keys: ReadonlyArray<string>): Option.Option<Reservation> => {
+      const free = concurrency - (running.size - finishing.size) - reserved
+      if (stopping || keys.length > free) return Option.none()
+      const held = new Map<string, number>()
+      for (const key of keys) held.set(shares === undefined ? "" : key, (held.get(shares === undefined ? "" : key) ?? 0) + 1)
+      if (shares !== undefined) {
+        for (const [key, n] of held) if ((perKey.get(key) ?? 0) + n > maxPerKey) return Option.none()
+        for (const [key, n] of held) perKey.set(key, (perKey.get(key) ?? 0) + n)
+      }
+      reserved += keys.length
+      const unhold = (key: string) => {
+        const left = held.get(key)! - 1
+        if (left === 0) held.delete(key)
+        else held.set(key, left)
+        reserved--
+        if (shares === undefined) return
+        const count = (perKey.get(key) ?? 1) - 1
+        if (count <= 0) perKey.delete(key)
+        else perKey.set(key, count)
+      }
+      const giveBackRest = () => {
+        for (const [key, n] of Array.from(held)) {
+          for (let i = 0; i < n; i++) {
+            unhold(key)
+            slotFreed()
+          }
+        }
+      }
+      let settled = false
+      return Option.some({
+        owner: queue.owner,
+        until: new Date(clock.unsafeCurrentTimeMillis() + Duration.toMillis(lease)),
+        cancel: Effect.sync(() => {
+          if (settled) return
+          settled = true
+          giveBackRest()
+        }),
+        adopt: (rows) =>
+          Effect.gen(function*() {
+            if (settled) return
+            settled = true
+            const handed: Array<Job<A>> = []
+            for (const row of rows as ReadonlyArray<Record<string, unknown>>) {
+              const decoded = yield* Effect.either(jobs.decode(row))
+              // Left leased: once its lease ends, a claim dead-letters it (as any row that cannot be read).
+              if (decoded._tag === "Left") continue
+              handed.push({
+                id: String(row["id"]),
+                attempt: Number(row["attempts"]),
+                data: decoded.right,
+                traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
+                key: shares !== undefined && typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
+              })
+            }
+            if (stopping) {
+              // Stopping: given back to the table for any replica's next claim, as interrupted jobs are.
+              giveBackRest()
+              const released = yield* queue.release(handed.map((job) => job.id))
+              if (released > 0) yield* wake(jobs).pipe(Effect.provideService(Notifier, notifier), Effect.catchAllCause(() => Effect.void))
+              return
+            }
+            for (const job of handed) {
+              // Its room moves from the reservation to the job, under the key the database computed.
+              const key = job.key ?? ""
+              const from = held.has(key) ? key : held.keys().next().value
+              if (from === undefined) break
+              unhold(from)
+              if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
+              running.set(job.id, Runtime.runFork(runtime)(runJob(job)))
+            }
+            giveBackRest()
+            if (handed.length > 0) started.unsafeOffer(void 0)
+          })
+      })
+    }
+    const handoffs = yield* Effect.serviceOption(JobHandoffs)
+    if (Option.isSome(handoffs)) yield* handoffs.value.register(jobs.table, reserve)
 
     yield* Effect.forkScoped(listen)
     yield* Effect.forkScoped(Effect.forever(storeWaiting))

@@ -9,6 +9,8 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import { Eventually, ListenProbe } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
+import { JobHandoffs } from "../src/JobHandoffs.js"
+import type * as JobHandoffsModule from "../src/JobHandoffs.js"
 import * as JobQueue from "../src/JobQueue.js"
 import { Notifier } from "../src/Notifier.js"
 import * as TestDatabase from "../src/TestDatabase.js"
@@ -662,6 +664,72 @@ layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) =
       yield* eventually(Effect.map(rowsOf(jobs), (rows) => rows.every((row) => row.status === "done")))
       expect((yield* rowsOf(jobs)).filter((row) => row.attempts !== 1)).toEqual([])
       yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("Hand-off (JobHandoffs): a producer of the same process inserts jobs leased to the runner and hands them over — they run at once as attempt 1 with no notification and a one-hour poll; room is reserved within the slots and each key's share, and given back when not used", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const plain = yield* makeTable()
+      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
+      const jobs = JobQueue.table({
+        table: plain.table,
+        row: Schema.Struct({ label: Schema.String, target: Schema.String }),
+        fairness: { key: "target", group: "account" }
+      })
+      const handoffs = yield* Effect.provide(JobHandoffs, JobHandoffs.Default)
+      const ran: Array<{ readonly label: string; readonly attempt: number }> = []
+      const release = yield* Deferred.make<void>()
+      const runner = yield* JobQueue.run(jobs, (job) =>
+        Effect.zipRight(
+          Effect.sync(() => ran.push({ label: (job.data as { label: string }).label, attempt: job.attempt })),
+          Effect.as(Deferred.await(release), JobQueue.JobResult.Complete({}))
+        ), { concurrency: 4, maxPerKey: 2, pollInterval: Duration.hours(1) }).pipe(
+        Effect.provideService(JobHandoffs, handoffs),
+        Effect.fork
+      )
+      const reserve = (keys: ReadonlyArray<string>) => Effect.sync(() => handoffs.reserve(jobs.table, keys))
+      const reserveSoon = (keys: ReadonlyArray<string>) =>
+        Effect.gen(function*() {
+          let got = Option.none<JobHandoffsModule.Reservation>()
+          yield* eventually(Effect.map(reserve(keys), (reservation) => Option.isSome(got = reservation)))
+          return Option.getOrThrow(got)
+        })
+      // Registered once the runner started.
+      yield* (yield* reserveSoon(["https://a"])).cancel
+
+      const a = yield* reserveSoon(["https://a", "https://a"])
+      // The key is at its share; then the runner is full, and a key with room but no slot left is refused.
+      expect(Option.isNone(yield* reserve(["https://a"]))).toBe(true)
+      const b = Option.getOrThrow(yield* reserve(["https://b", "https://b"]))
+      expect(Option.isNone(yield* reserve(["https://c"]))).toBe(true)
+      yield* b.cancel
+      const insert = (reservation: JobHandoffsModule.Reservation, labels: ReadonlyArray<string>, target: string) =>
+        sql<Record<string, unknown>>`INSERT INTO ${sql(jobs.table)} ${
+          sql.insert(labels.map((label) => ({
+            label,
+            target,
+            account: "A",
+            lease_owner: reservation.owner,
+            lease_expires_at: reservation.until,
+            attempts: 1
+          })))
+        } RETURNING id, attempts, label, target, target AS job_fair_key`
+      // One row of the two reserved: the other slot of the key is given back.
+      yield* a.adopt(yield* insert(a, ["a-1"], "https://a"))
+      yield* eventually(Effect.sync(() => ran.length === 1))
+      expect(ran).toEqual([{ label: "a-1", attempt: 1 }])
+      const more = Option.getOrThrow(yield* reserve(["https://a"]))
+      yield* more.adopt(yield* insert(more, ["a-2"], "https://a"))
+      yield* eventually(Effect.sync(() => ran.length === 2))
+      // Both of the key's share run now.
+      expect(Option.isNone(yield* reserve(["https://a"]))).toBe(true)
+      expect(yield* rowsOf(jobs)).toMatchObject([{ status: "pending", attempts: 1 }, { status: "pending", attempts: 1 }])
+      yield* Deferred.succeed(release, undefined)
+      yield* eventually(Effect.map(rowsOf(jobs), (rows) => rows.every((row) => row.status === "done" && row.attempts === 1)))
+      // Every slot is free again once they ended; a stopped runner takes nothing.
+      yield* (yield* reserveSoon(["https://a", "https://a", "https://b", "https://c"])).cancel
+      yield* Fiber.interrupt(runner)
+      expect(Option.isNone(yield* reserve(["https://a"]))).toBe(true)
     }))
 
   it.effect("Clean shutdown: a running job may finish within the grace period and is stored as done", () =>

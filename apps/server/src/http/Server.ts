@@ -7,7 +7,7 @@
  * the database closes.
  */
 import { Accounts, EventApiLive, FailedKeys, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
-import { Database, Migrations, type Vault } from "@crm-relay/store"
+import { Database, JobHandoffs, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
 import * as AdminToken from "../config/AdminToken.js"
@@ -215,7 +215,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
     Layer.provideMerge(CallPipeline.ServicesLive),
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
-    Layer.provideMerge(Layer.merge(ServicesLive, Migrations.layer))
+    // One for the intake and the delivery runner: with ROLE all, the runner takes an outcome's deliveries from it.
+    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default))
   )
 }
 

@@ -12,11 +12,11 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Fanout } from "@crm-relay/events"
-import { Notifier } from "@crm-relay/store"
+import { Deliveries, Fanout } from "@crm-relay/events"
+import { JobHandoffs, Notifier } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as TraceContext from "@crm-relay/store/TraceContext"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Exit, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
 import { eventOf, withoutPush } from "./Announcement.js"
@@ -103,6 +103,9 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     const notifier = yield* Notifier.Notifier
     const jobs = yield* CrmPushJobs
     const fanout = yield* Fanout.Fanout
+    // The delivery runner of this process (ROLE all), when there is one: it takes the deliveries it has room
+    // for straight from the intake (see `insertAnnounced`).
+    const handoffs = yield* Effect.serviceOption(JobHandoffs.JobHandoffs)
 
     const insert = SqlSchema.findOne({
       Request: OutcomeRow,
@@ -168,7 +171,9 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     // snapshot: a subscription added since gets the event, a connection made since gets the push): then it
     // answers the facts as they are (`same` false). Nothing is written either when the call id was
     // already accepted (`inserted` false).
-    // Migration 0014's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
+    // When this process's delivery runner has room for the deliveries, they are inserted leased to it and handed
+    // over as a claim would return them: no notification, no claim, the POST starts as the statement returns.
+    // Migration 0015's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
       kind: "lead" | "booking",
@@ -176,11 +181,23 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       announced: boolean,
       deliveries: ReadonlyArray<Fanout.DeliveryRow>
     ) =>
-      sql<{ same: boolean | null; inserted: boolean; facts: unknown }>`
-        SELECT same, inserted, facts, notified FROM call_outcome_intake(${row.callId}, ${row.accountId}, ${row.tenantId},
-          ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route}, ${row.reason}, ${kind}, ${announced},
-          ${decidedOn.json}::jsonb, ${JSON.stringify(deliveries)}::jsonb, ${notifier.channel(Fanout.DELIVERIES_CHANNEL)})`
-        .pipe(Effect.orDie)
+      Effect.suspend(() => {
+        const handoff = deliveries.length === 0 ? Option.none() : Option.flatMap(handoffs, (h) =>
+          h.reserve(Deliveries.table.table, deliveries.map((d) => Deliveries.originOf(d.target_url))))
+        const lease = Option.getOrUndefined(handoff)
+        return sql<{ same: boolean | null; inserted: boolean; facts: unknown; handed: unknown }>`
+          SELECT same, inserted, facts, notified, handed FROM call_outcome_intake(${row.callId}, ${row.accountId},
+            ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route}, ${row.reason}, ${kind},
+            ${announced}, ${decidedOn.json}::jsonb, ${JSON.stringify(deliveries)}::jsonb,
+            ${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${lease?.owner ?? null}, ${lease?.until ?? null})`.pipe(
+          Effect.onExit((exit) => {
+            if (lease === undefined) return Effect.void
+            const handed = Exit.isSuccess(exit) ? exit.value[0]?.handed : undefined
+            return Array.isArray(handed) ? lease.adopt(handed) : lease.cancel
+          }),
+          Effect.orDie
+        )
+      })
 
     // The answer to an outcome whose call id was already accepted: the first acceptance, or a conflict.
     const acceptedBefore = (callId: string, bodyDigest: string) =>

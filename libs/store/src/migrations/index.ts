@@ -17,6 +17,7 @@ import leanDeliveries from "./0011_lean_deliveries.js"
 import eventApiFunctions from "./0012_event_api_functions.js"
 import deliveryFinishFunction from "./0013_delivery_finish_function.js"
 import outcomeIntakeFunction from "./0014_outcome_intake_function.js"
+import outcomeHandoff from "./0015_outcome_handoff.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -33,5 +34,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0011_lean_deliveries": leanDeliveries,
   "0012_event_api_functions": eventApiFunctions,
   "0013_delivery_finish_function": deliveryFinishFunction,
-  "0014_outcome_intake_function": outcomeIntakeFunction
+  "0014_outcome_intake_function": outcomeIntakeFunction,
+  "0015_outcome_handoff": outcomeHandoff
 }
