@@ -1071,7 +1071,6 @@ export const run = <A, R>(
     // Jobs handed over by a producer of this process (JobHandoffs): inserted leased to this runner, so they
     // run without a notification or a claim. Their room (slots, each key's share) is taken at once, and moves
     // to the jobs as they start; what was not inserted is given back as a job's end gives its slot back.
-    const runtime = yield* Effect.runtime<R>()
     const reserve = (keys: ReadonlyArray<string>): Option.Option<Reservation> => {
       const free = concurrency - (running.size - finishing.size) - reserved
       if (stopping || keys.length > free) return Option.none()
@@ -1115,7 +1114,7 @@ export const run = <A, R>(
             settled = true
             const handed: Array<Job<A>> = []
             for (const row of rows as ReadonlyArray<Record<string, unknown>>) {
-              const decoded = yield* Effect.either(jobs.decode(row))
+              const decoded = jobs.decode(row)
               // Left leased: once its lease ends, a claim dead-letters it (as any row that cannot be read).
               if (decoded._tag === "Left") continue
               handed.push({
@@ -1140,7 +1139,7 @@ export const run = <A, R>(
               if (from === undefined) break
               unhold(from)
               if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-              running.set(job.id, Runtime.runFork(runtime)(runJob(job)))
+              running.set(job.id, startJob(job, yield* Effect.makeSpan(spanName, spanOptions(job))))
             }
             giveBackRest()
             if (handed.length > 0) started.unsafeOffer(void 0)
