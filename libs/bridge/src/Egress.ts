@@ -23,10 +23,10 @@ import * as AddressPolicy from "./AddressPolicy.js"
 import { DnsResolver } from "./DnsResolver.js"
 import * as EgressConfig from "./EgressConfig.js"
 import { makeDeadlines } from "./internal/egress/Deadlines.js"
-import { type EgressError, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
+import { type EgressError, type EgressRefused, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
 import { exchange } from "./internal/egress/exchange.js"
 import { makePinnedConnector } from "./internal/egress/pinnedConnector.js"
-import { prepareRequest, type EgressRequest } from "./internal/egress/prepareRequest.js"
+import { type EgressRequest, prepareRequest, type PreparedTarget, prepareTarget } from "./internal/egress/prepareRequest.js"
 
 export {
   EgressEncodingRefused,
@@ -121,6 +121,9 @@ export const refusals = Metric.counter("crm_relay_egress_refusals_total", {
   incremental: true
 })
 
+/** Most URL checks `send` keeps. */
+const MAX_TARGETS = 4096
+
 const make = Effect.fnUntraced(function*(settings: Settings) {
   const resolver = yield* DnsResolver
   const clock = yield* Effect.clock
@@ -162,10 +165,25 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
       )
       : Effect.void
 
+  // Each URL's check (parse, URL rules, a literal address against the policy) is kept: the answer
+  // depends only on the URL and the policy, and deliveries go to the same few URLs again and again.
+  // Bounded: emptied when full.
+  const targets = new Map<string, Either.Either<PreparedTarget, EgressRefused>>()
+  const targetOf = (request: EgressRequest) => {
+    const allowQuery = request.options?.allowQuery ?? false
+    const key = `${allowQuery ? "q" : "-"}${request.url}`
+    const known = targets.get(key)
+    if (known !== undefined) return known
+    const target = prepareTarget(policy, request.url, allowQuery)
+    if (targets.size >= MAX_TARGETS) targets.clear()
+    targets.set(key, target)
+    return target
+  }
+
   // Deliberately lean (no span or log per exchange): on loopback a span alone costs about a
   // quarter of the exchange, and the caller's span (the bridge operation) already covers it.
   const send = (request: EgressRequest): Effect.Effect<EgressResponse, EgressError> => {
-    const prepared = prepareRequest(policy, request)
+    const prepared = prepareRequest(policy, request, targetOf(request))
     if (Either.isLeft(prepared)) return Effect.tapError(Effect.fail(prepared.left), warnRefusal(request))
     const started = clock.unsafeCurrentTimeNanos()
     return exchange(agentNow(), prepared.right, deadlines, timeoutMs).pipe(

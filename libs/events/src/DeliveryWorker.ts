@@ -31,7 +31,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Egress, type EgressError, type EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, type Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
-import { Clock, Duration, Effect, Either, FiberRef, LogLevel, Option, type Redacted } from "effect"
+import { Duration, Effect, Either, FiberRef, LogLevel, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
@@ -149,6 +149,9 @@ export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMi
   return failed("unexpected_status", `The receiver answered ${status}, which is not a success.`, retry, status)
 }
 
+/** How every delivery is sent: receiver URLs may carry a query; only the answer's status and headers are read. */
+const SEND_OPTIONS = { allowQuery: true, purpose: "webhook", responseBody: "discard" } as const
+
 /** The host of a target URL, for logs ("" when it does not parse). */
 const hostOf = (url: string): string => URL.parse(url)?.host ?? ""
 
@@ -171,6 +174,7 @@ export const makeHandler = (
   const egress = yield* Egress
   const secrets = yield* SigningSecrets
   const sql = yield* SqlClient.SqlClient
+  const clock = yield* Effect.clock
   // Keyed by the secret itself (SigningSecrets hands out the same value each time), so a key is imported once.
   const keys = new WeakMap<Redacted.Redacted<string>, Either.Either<WebhookSigner.SigningKey, WebhookSigner.InvalidSigningSecret>>()
   const keyOf = (secret: Redacted.Redacted<string>) => {
@@ -181,28 +185,27 @@ export const makeHandler = (
     return key
   }
 
-  const attemptOnce = (job: JobQueue.Job<DeliveryJob>, startedAt: number) =>
-    Effect.gen(function*() {
-      if (job.data.subscription_state === "gone") {
-        const ended = endedBy("gone", "subscription_gone", "The subscription was removed after its receiver answered 410 Gone; nothing was sent.")
-        return { classified: ended, durationMs: 0 }
-      }
-      if (job.data.subscription_state === "disabled") {
-        const ended = endedBy("disabled", "subscription_disabled", SubscriptionLifecycle.endedBecause.disabled)
-        return { classified: ended, durationMs: 0 }
-      }
-      if (job.data.subscription_removed === true) {
-        return { classified: failed("subscription_removed", "The subscription was removed; nothing was sent.", NEVER_RETRY), durationMs: 0 }
-      }
-      const set = yield* secrets.signing(job.data.account_id).pipe(Effect.either)
+  // Plain Effect chains rather than generators: this runs once per delivery, and under a backlog the
+  // runtime's steps are a good part of a delivery's CPU.
+  type Attempted = { readonly classified: Classified; readonly durationMs: number }
+  const unsent = (classified: Classified): Effect.Effect<Attempted> => Effect.succeed({ classified, durationMs: 0 })
+
+  const attemptOnce = (job: JobQueue.Job<DeliveryJob>, startedAt: number): Effect.Effect<Attempted> => {
+    if (job.data.subscription_state === "gone") {
+      return unsent(endedBy("gone", "subscription_gone", "The subscription was removed after its receiver answered 410 Gone; nothing was sent."))
+    }
+    if (job.data.subscription_state === "disabled") {
+      return unsent(endedBy("disabled", "subscription_disabled", SubscriptionLifecycle.endedBecause.disabled))
+    }
+    if (job.data.subscription_removed === true) {
+      return unsent(failed("subscription_removed", "The subscription was removed; nothing was sent.", NEVER_RETRY))
+    }
+    return Effect.flatMap(Effect.either(secrets.signing(job.data.account_id)), (set) => {
       const key = Either.flatMap(set, (s) => keyOf(s.current))
       if (Either.isLeft(key)) {
-        return {
-          classified: failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY),
-          durationMs: 0
-        }
+        return unsent(failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY))
       }
-      const sent = yield* egress.send({
+      const sending = egress.send({
         method: "POST",
         url: job.data.target_url,
         headers: WebhookSigner.headers({
@@ -216,14 +219,17 @@ export const makeHandler = (
           body: job.data.body
         }),
         body: job.data.body,
-        options: { allowQuery: true, purpose: "webhook", responseBody: "discard" }
-      }).pipe(Effect.either)
-      const endedAt = yield* Clock.currentTimeMillis
-      return {
-        classified: classify(sent, endedAt),
-        durationMs: Either.isRight(sent) ? sent.right.durationMs : endedAt - startedAt
-      }
+        options: SEND_OPTIONS
+      })
+      return Effect.map(Effect.either(sending), (sent): Attempted => {
+        const endedAt = clock.unsafeCurrentTimeMillis()
+        return {
+          classified: classify(sent, endedAt),
+          durationMs: Either.isRight(sent) ? sent.right.durationMs : endedAt - startedAt
+        }
+      })
     })
+  }
 
   // Whether `lifecycle` has anything to do: not for a success of a subscription that was not failing.
   const changesSubscription = (job: JobQueue.Job<DeliveryJob>, classified: Classified) =>
@@ -270,22 +276,14 @@ export const makeHandler = (
     } satisfies Classified
   })
 
-  // Untraced: the runner's span of the attempt ("JobQueue.run deliveries") is the delivery's span.
-  return Effect.fnUntraced(function*(job: JobQueue.Job<DeliveryJob>) {
-    const startedAt = yield* Clock.currentTimeMillis
-    const attempted = yield* attemptOnce(job, startedAt)
-    const durationMs = attempted.durationMs
-    // A database hiccup here must not lose the attempt: the answer still decides the delivery.
-    const classified = changesSubscription(job, attempted.classified)
-      ? yield* lifecycle(job, attempted.classified).pipe(
-        Effect.catchAllCause((cause) =>
-          Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
-        )
-      )
-      : attempted.classified
-    const delay = classified._tag === "Failed" && classified.failure.retryable
-      ? yield* DeliverySchedule.delayAfter(job.attempt, classified.failure)
-      : Option.none<Duration.Duration>()
+  // What the attempt decided: the attempt row, the log line, and the job's result.
+  const decide = (
+    job: JobQueue.Job<DeliveryJob>,
+    startedAt: number,
+    durationMs: number,
+    classified: Classified,
+    delay: Option.Option<Duration.Duration>
+  ): Effect.Effect<JobQueue.JobResult> => {
     const result: AttemptResult = classified._tag === "Delivered"
       ? "delivered"
       : classified._tag === "Ended"
@@ -305,32 +303,62 @@ export const makeHandler = (
     }
     // Logged in the statement that stores the outcome (with other deliveries' outcomes), even if the lease was lost.
     const logRow = attemptRow(record)
+    const jobResult = (): JobQueue.JobResult => {
+      if (classified._tag === "Delivered") return JobQueue.JobResult.Complete({ set: { delivered_at: record.started_at }, log: logRow })
+      if (classified._tag === "Ended") {
+        return JobQueue.JobResult.End({ status: "ended", reason: classified.error, set: { end_reason: classified.reason }, log: logRow })
+      }
+      if (Option.isSome(delay)) return JobQueue.JobResult.Retry({ delay: delay.value, error: classified.error, log: logRow })
+      const error = classified.failure.retryable
+        ? `Gave up after ${job.attempt} attempt${job.attempt === 1 ? "" : "s"}: ${classified.error}`
+        : classified.error
+      return JobQueue.JobResult.DeadLetter({ error, log: logRow })
+    }
 
     const level = result === "failed" ? LogLevel.Warning : LogLevel.Info
-    if (LogLevel.greaterThanEqual(level, yield* FiberRef.get(FiberRef.currentMinimumLogLevel))) {
-      yield* Effect.logWithLevel(level, "Webhook delivery attempt").pipe(Effect.annotateLogs({
-        delivery_id: job.id,
-        account_id: job.data.account_id,
-        attempt: job.attempt,
-        target_host: hostOf(job.data.target_url),
-        status_code: record.status_code,
-        duration_ms: record.duration_ms,
-        error_class: record.error_class,
-        result,
-        ...(Option.isSome(delay) ? { retry_in_ms: Duration.toMillis(delay.value) } : {})
-      }))
-    }
+    return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
+      LogLevel.greaterThanEqual(level, minimum)
+        ? Effect.as(
+          Effect.logWithLevel(level, "Webhook delivery attempt").pipe(Effect.annotateLogs({
+            delivery_id: job.id,
+            account_id: job.data.account_id,
+            attempt: job.attempt,
+            target_host: hostOf(job.data.target_url),
+            status_code: record.status_code,
+            duration_ms: record.duration_ms,
+            error_class: record.error_class,
+            result,
+            ...(Option.isSome(delay) ? { retry_in_ms: Duration.toMillis(delay.value) } : {})
+          })),
+          jobResult()
+        )
+        : Effect.sync(jobResult))
+  }
 
-    if (classified._tag === "Delivered") return JobQueue.JobResult.Complete({ set: { delivered_at: record.started_at }, log: logRow })
-    if (classified._tag === "Ended") {
-      return JobQueue.JobResult.End({ status: "ended", reason: classified.error, set: { end_reason: classified.reason }, log: logRow })
-    }
-    if (Option.isSome(delay)) return JobQueue.JobResult.Retry({ delay: delay.value, error: classified.error, log: logRow })
-    const error = classified.failure.retryable
-      ? `Gave up after ${job.attempt} attempt${job.attempt === 1 ? "" : "s"}: ${classified.error}`
-      : classified.error
-    return JobQueue.JobResult.DeadLetter({ error, log: logRow })
-  })
+  const noDelay = Effect.succeed(Option.none<Duration.Duration>())
+
+  // Untraced: the runner's span of the attempt ("JobQueue.run deliveries") is the delivery's span.
+  return (job: JobQueue.Job<DeliveryJob>): Effect.Effect<JobQueue.JobResult, never, SqlClient.SqlClient> =>
+    Effect.suspend(() => {
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      return Effect.flatMap(attemptOnce(job, startedAt), (attempted) => {
+        // A database hiccup here must not lose the attempt: the answer still decides the delivery.
+        const classifiedNow = changesSubscription(job, attempted.classified)
+          ? lifecycle(job, attempted.classified).pipe(
+            Effect.catchAllCause((cause) =>
+              Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+            )
+          )
+          : Effect.succeed(attempted.classified)
+        return Effect.flatMap(classifiedNow, (classified) =>
+          Effect.flatMap(
+            classified._tag === "Failed" && classified.failure.retryable
+              ? DeliverySchedule.delayAfter(job.attempt, classified.failure)
+              : noDelay,
+            (delay) => decide(job, startedAt, attempted.durationMs, classified, delay)
+          ))
+      })
+    })
 })
 
 /**

@@ -68,11 +68,16 @@ import type * as Statement from "@effect/sql/Statement"
 import {
   Cause,
   Clock,
+  Context,
   Data,
   Deferred,
   Duration,
   Effect,
+  Either,
   Fiber,
+  FiberRef,
+  FiberRefs,
+  HashMap,
   Metric,
   MetricBoundaries,
   MetricLabel,
@@ -82,7 +87,7 @@ import {
   Runtime,
   Schema,
   Stream,
-  type Tracer
+  Tracer
 } from "effect"
 import { randomBytes } from "node:crypto"
 import * as Os from "node:os"
@@ -100,8 +105,8 @@ export interface JobTable<A> {
   readonly channel: string
   /** The select list of a claim (columns of the table), after `id` and `attempts`. */
   readonly select: string
-  /** Decodes the selected columns of one claimed row. */
-  readonly decode: (row: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  /** Decodes the selected columns of one claimed row (synchronously: a claim decodes every row it takes). */
+  readonly decode: (row: unknown) => Either.Either<A, ParseResult.ParseError>
   /** The table has a `traceparent` column: a job runs in the trace that queued it. */
   readonly traced: boolean
   /** Fair claims (see `Fairness`), when the table has the columns. */
@@ -182,7 +187,7 @@ export const table = <A, I>(options: {
     completedStatus: options.completedStatus ?? "done",
     channel: options.channel ?? `jobs:${options.table}`,
     select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
-    decode: Schema.decodeUnknown(options.row),
+    decode: Schema.decodeUnknownEither(options.row),
     traced: options.traced ?? false,
     fairness: options.fairness,
     log: options.log,
@@ -334,29 +339,23 @@ export const make = <A>(
     const after = (delay: Duration.DurationInput) =>
       Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis + Duration.toMillis(delay)))
 
+    const jobOf = (row: Record<string, unknown>, data: A): Job<A> => ({
+      id: String(row["id"]),
+      attempt: Number(row["attempts"]),
+      data,
+      traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
+      key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
+    })
+
     // A row that cannot be decoded would be claimed again and again: dead-letter it.
-    const decodeOrBury = (row: Record<string, unknown>) =>
-      jobs.decode(row).pipe(
-        Effect.map((data): Option.Option<Job<A>> =>
-          Option.some({
-            id: String(row["id"]),
-            attempt: Number(row["attempts"]),
-            data,
-            traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
-            key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
-          })
-        ),
-        Effect.catchAll((error) =>
-          Effect.gen(function*() {
-            yield* Effect.logError("Job row could not be decoded; dead-lettered").pipe(
-              Effect.annotateLogs({ table: jobs.table, job_id: String(row["id"]), problem: error.message })
-            )
-            yield* sql`UPDATE ${t} SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
-              last_error = 'The stored job could not be read.' WHERE id = ${row["id"]}`.pipe(Effect.orDie)
-            return Option.none<Job<A>>()
-          })
+    const bury = (row: Record<string, unknown>, error: ParseResult.ParseError) =>
+      Effect.gen(function*() {
+        yield* Effect.logError("Job row could not be decoded; dead-lettered").pipe(
+          Effect.annotateLogs({ table: jobs.table, job_id: String(row["id"]), problem: error.message })
         )
-      )
+        yield* sql`UPDATE ${t} SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL,
+          last_error = 'The stored job could not be read.' WHERE id = ${row["id"]}`.pipe(Effect.orDie)
+      })
 
     const fair = jobs.fairness
     const keyColumn = fair === undefined ? undefined : sql(fair.key)
@@ -441,8 +440,9 @@ export const make = <A>(
           : claimFairly(limit, at, until, shares, keyColumn, sql(fair.group))).pipe(Effect.orDie)
         const claimed: Array<Job<A>> = []
         for (const row of rows) {
-          const job = yield* decodeOrBury(row)
-          if (Option.isSome(job)) claimed.push(job.value)
+          const data = jobs.decode(row)
+          if (Either.isRight(data)) claimed.push(jobOf(row, data.right))
+          else yield* bury(row, data.left)
         }
         return claimed
       })
@@ -831,24 +831,34 @@ export const run = <A, R>(
 
     // Batchable results are stored by one fiber, all that are waiting in one statement (group commit:
     // no wait when idle, fewer round trips under load); the others in a statement (or transaction) of their own.
-    const waiting = yield* Queue.unbounded<[Finished, Deferred.Deferred<boolean>]>()
-    const storeWaiting = Effect.gen(function*() {
-      const first = yield* waiting.take
-      const rest = yield* waiting.takeUpTo(255)
-      const batch = [first, ...rest]
-      const held = yield* queue.finishMany(batch.map(([finished]) => finished)).pipe(
-        Effect.catchAllCause((cause) =>
-          // The leases will expire and the jobs run again.
-          Effect.as(Effect.logError("Could not store the results of jobs", cause), new Set<string>())
+    // A job waits for its result on a plain callback (no Deferred, no queue offer per job): under a
+    // backlog this is paid once per delivery.
+    const waiting: Array<readonly [Finished, (held: boolean) => void]> = []
+    const resultsWaiting = yield* Queue.sliding<void>(1)
+    const storeWaiting = Effect.zipRight(
+      resultsWaiting.take,
+      Effect.suspend(() => {
+        const batch = waiting.splice(0, 256)
+        if (batch.length === 0) return Effect.void
+        if (waiting.length > 0) resultsWaiting.unsafeOffer(void 0)
+        return queue.finishMany(batch.map(([finished]) => finished)).pipe(
+          Effect.catchAllCause((cause) =>
+            // The leases will expire and the jobs run again.
+            Effect.as(Effect.logError("Could not store the results of jobs", cause), new Set<string>())
+          ),
+          Effect.map((held) => {
+            for (const [finished, done] of batch) done(held.has(finished.id))
+          })
         )
-      )
-      for (const [finished, done] of batch) yield* Deferred.succeed(done, held.has(finished.id))
-    })
+      })
+    )
 
     const store = (job: Job<A>, result: JobResult): Effect.Effect<boolean> => {
       if (isBatchable(result)) {
-        return Effect.flatMap(Deferred.make<boolean>(), (done) =>
-          Effect.zipRight(waiting.offer([{ id: job.id, result }, done]), Deferred.await(done)))
+        return Effect.async<boolean>((resume) => {
+          waiting.push([{ id: job.id, result }, (held) => resume(Effect.succeed(held))])
+          resultsWaiting.unsafeOffer(void 0)
+        })
       }
       const extras: FinishExtras = { set: result.set, alongside: result.alongside, log: result.log }
       const change = JobResult.$match(result, {
@@ -884,12 +894,11 @@ export const run = <A, R>(
     ]
     const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
     const clock = yield* Effect.clock
-    const observe = (result: JobResult, started: bigint) =>
-      Effect.sync(() => {
-        const tags = labels[result._tag]
-        jobsRun.unsafeUpdate(1, tags)
-        jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
-      })
+    const observe = (result: JobResult, started: bigint) => {
+      const tags = labels[result._tag]
+      jobsRun.unsafeUpdate(1, tags)
+      jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
+    }
 
     // One span per attempt, in the trace that queued the job when the table stores it.
     const spanOptions = (job: Job<A>): Tracer.SpanOptions => {
@@ -916,42 +925,61 @@ export const run = <A, R>(
     // The slot was given back before the result was stored, so a claim (and its next-due reading) may
     // have seen the row still leased and chosen to sleep until the lease ends: a retry stored since is
     // due sooner, so the claimer reads the next due time again.
-    const afterStored = (result: JobResult) =>
-      result._tag === "Retry" ? Effect.sync(() => wakeUp.unsafeOffer(void 0)) : Effect.void
+    const afterStored = (result: JobResult, started: bigint) =>
+      Effect.sync(() => {
+        if (result._tag === "Retry") wakeUp.unsafeOffer(void 0)
+        observe(result, started)
+      })
 
-    const runJob = (job: Job<A>) =>
-      Effect.suspend(() => {
-        const started = clock.unsafeCurrentTimeNanos()
-        return Effect.suspend(() => handler(job)).pipe(
-          Effect.catchAllCause((cause) =>
-            Cause.isInterruptedOnly(cause)
-              ? Effect.failCause(cause)
-              : Effect.as(
-                Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
-                JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
-              )
-          ),
-          // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
-          Effect.flatMap((result) =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                finishing.add(job.id)
-                giveBack(job)
-              }),
-              Effect.zipRight(finish(job, result), Effect.zipRight(afterStored(result), observe(result, started)))
+    // A job's fiber starts with its log annotations and its span as the parent span already in place
+    // (`Effect.annotateLogs` and `Effect.withSpan` would each set a fiber ref and set it back around
+    // the job: under a backlog, a good part of the runner's own work per job).
+    const runtime = yield* Effect.runtime<R>()
+    const annotations = runtime.fiberRefs.pipe(FiberRefs.getOrDefault(FiberRef.currentLogAnnotations))
+    const timingEnabled = runtime.fiberRefs.pipe(FiberRefs.getOrDefault(FiberRef.currentTracerTimingEnabled))
+    const spanName = `JobQueue.run ${jobs.table}`
+
+    const runJob = (job: Job<A>, span: Tracer.Span) => {
+      const started = clock.unsafeCurrentTimeNanos()
+      return Effect.suspend(() => handler(job)).pipe(
+        Effect.catchAllCause((cause) =>
+          Cause.isInterruptedOnly(cause)
+            ? Effect.failCause(cause)
+            : Effect.as(
+              Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
+              JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })
             )
-          ),
-          Effect.withSpan(`JobQueue.run ${jobs.table}`, spanOptions(job))
-        )
-      }).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          running.delete(job.id)
-          // Stopped before its handler decided (interrupted): its slot is given back now.
-          if (!finishing.delete(job.id)) giveBack(job)
-        })),
-        Effect.annotateLogs({ job_id: job.id, attempt: job.attempt }),
+        ),
+        // From here the heartbeat leaves the job alone: its row is being (or has been) finished.
+        Effect.flatMap((result) => {
+          finishing.add(job.id)
+          giveBack(job)
+          return Effect.zipRight(finish(job, result), afterStored(result, started))
+        }),
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            if (span.status._tag !== "Ended") span.end(timingEnabled ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+            running.delete(job.id)
+            // Stopped before its handler decided (interrupted): its slot is given back now.
+            if (!finishing.delete(job.id)) giveBack(job)
+          })
+        ),
         Effect.catchAllCause(() => Effect.void)
       )
+    }
+
+    // A daemon (the runner's finalizer, not the claiming fiber, decides when it stops), started on the
+    // next tick, after the claimer recorded it among the running jobs.
+    const startJob = (job: Job<A>, span: Tracer.Span): Fiber.RuntimeFiber<void> =>
+      Runtime.runFork(Runtime.make({ ...runtime, context: Context.add(runtime.context, Tracer.ParentSpan, span) }), runJob(job, span), {
+        immediate: false,
+        updateRefs: (refs, fiberId) =>
+          FiberRefs.updateAs(refs, {
+            fiberId,
+            fiberRef: FiberRef.currentLogAnnotations,
+            value: HashMap.set(HashMap.set(annotations, "job_id", job.id), "attempt", job.attempt)
+          })
+      })
 
     const beat = Effect.gen(function*() {
       const ids = Array.from(running.keys()).filter((id) => !finishing.has(id))
@@ -1023,8 +1051,8 @@ export const run = <A, R>(
       }
       for (const job of claimed) {
         if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-        // A daemon: the runner's finalizer, not the claiming fiber, decides when it stops.
-        running.set(job.id, yield* Effect.forkDaemon(runJob(job)))
+        // One span per attempt, in the trace that queued the job when the table stores it.
+        running.set(job.id, startJob(job, yield* Effect.makeSpan(spanName, spanOptions(job))))
       }
       if (claimed.length > 0) yield* started.offer(void 0)
       // A full batch suggests more are due: claim again at once. After a partial batch the next
@@ -1043,7 +1071,6 @@ export const run = <A, R>(
     // Jobs handed over by a producer of this process (JobHandoffs): inserted leased to this runner, so they
     // run without a notification or a claim. Their room (slots, each key's share) is taken at once, and moves
     // to the jobs as they start; what was not inserted is given back as a job's end gives its slot back.
-    const runtime = yield* Effect.runtime<R>()
     const reserve = (keys: ReadonlyArray<string>): Option.Option<Reservation> => {
       const free = concurrency - (running.size - finishing.size) - reserved
       if (stopping || keys.length > free) return Option.none()
@@ -1087,7 +1114,7 @@ export const run = <A, R>(
             settled = true
             const handed: Array<Job<A>> = []
             for (const row of rows as ReadonlyArray<Record<string, unknown>>) {
-              const decoded = yield* Effect.either(jobs.decode(row))
+              const decoded = jobs.decode(row)
               // Left leased: once its lease ends, a claim dead-letters it (as any row that cannot be read).
               if (decoded._tag === "Left") continue
               handed.push({
@@ -1112,7 +1139,7 @@ export const run = <A, R>(
               if (from === undefined) break
               unhold(from)
               if (job.key !== undefined) perKey.set(job.key, (perKey.get(job.key) ?? 0) + 1)
-              running.set(job.id, Runtime.runFork(runtime)(runJob(job)))
+              running.set(job.id, startJob(job, yield* Effect.makeSpan(spanName, spanOptions(job))))
             }
             giveBackRest()
             if (handed.length > 0) started.unsafeOffer(void 0)

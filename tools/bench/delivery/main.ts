@@ -8,7 +8,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
  *     [--rounds 2] [--outcomes 5000 (0: latency only)] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
  *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
- *     [--node-options FLAGS]
+ *     [--node-options FLAGS] [--baseline PATH]
  *
  * Each round, for crm-relay then graphile-worker:
  * 1. Drain: `--outcomes` deliveries queued while no worker runs (crm-relay:
@@ -32,6 +32,11 @@
  * NODE_EXTRA_CA_CERTS — otherwise the production egress path.
  * `--node-options FLAGS` runs the crm-relay servers with those Node/V8 flags
  * (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
+ * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`) runs
+ * crm-relay's drain and latency phases with that build too, every round,
+ * alternating which goes first, and prints its figures as `crm-relay
+ * baseline` with the ratios of this checkout's to its: two builds compared in
+ * one run.
  * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
  * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`;
  * MALLOC_ARENA_MAX set there is passed to crm-relay too (glibc's malloc arenas).
@@ -67,6 +72,8 @@ const maxPerOrigin = Argv.text("max-per-origin")
 const serverLog = Argv.text("server-log")
 const cpuProfileDir = Argv.text("cpu-prof")
 const nodeOptions = Argv.text("node-options")
+/** Another build's binary, run beside this checkout's in every round. */
+const baseline = Argv.text("baseline")
 const PEER = fileURLToPath(new URL("./GraphilePeer.ts", import.meta.url))
 const TSX_LOADER = new URL("../../../node_modules/tsx/dist/loader.mjs", import.meta.url).href
 
@@ -79,8 +86,9 @@ interface ServerEnv {
 }
 
 /** `crm-relay serve` (ROLE `role`) as a child process for the scope, SIGTERMed at its end. */
-const startServer = (env: ServerEnv, role: "all" | "api") =>
+const startServer = (env: ServerEnv, role: "all" | "api", bin?: string) =>
   serve({
+    bin,
     databaseUrl: env.url,
     pool,
     adminToken: env.adminToken,
@@ -334,14 +342,15 @@ const main = Effect.gen(function*() {
       }
     })
 
-  const crmRelayRound = (round: number) =>
+  const crmRelayRound = (round: number, bin?: string) =>
     Effect.gen(function*() {
-      const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `r${round}-backlog`, outcomes)
+      const tag = bin === undefined ? `r${round}` : `b${round}`
+      const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `${tag}-backlog`, outcomes)
       const transactionsBefore = yield* transactions(admin)
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
         const connectionsBefore = receiver.arrivals.connections
-        const server = yield* startServer(env, "all")
+        const server = yield* startServer(env, "all", bin)
         const workerBefore = yield* cpuSeconds(server.pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
         const worker = (yield* cpuSeconds(server.pid)) - workerBefore
@@ -360,16 +369,16 @@ const main = Effect.gen(function*() {
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
       const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
       const latency = yield* Effect.scoped(Effect.gen(function*() {
-        const server = yield* startServer(env, "all")
+        const server = yield* startServer(env, "all", bin)
         if (warmup > 0) {
-          const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-warmup`, warmup, rate)
+          const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, rate)
           yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
         }
         const requests: Array<number> = []
         const live = yield* latencyOver(
           server.pid,
           Effect.tap(
-            postOutcomes(call, server.adminUrl, adminToken, accountId, `r${round}-live`, latencyCount, rate, requests),
+            postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-live`, latencyCount, rate, requests),
             (accepted) => awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
           )
         )
@@ -445,12 +454,25 @@ const main = Effect.gen(function*() {
   if (only !== "crm-relay") yield* Effect.scoped(startPeer(peerEnv))
 
   const crm: Array<RoundFigures> = []
+  const other: Array<RoundFigures> = []
   const peer: Array<RoundFigures> = []
+  const crmRelay = (round: number) =>
+    Effect.gen(function*() {
+      crm.push(yield* crmRelayRound(round))
+      yield* report("crm-relay", crm[crm.length - 1]!)
+    })
+  const crmRelayBaseline = (round: number, bin: string) =>
+    Effect.gen(function*() {
+      other.push(yield* crmRelayRound(round, bin))
+      yield* report("crm-relay baseline", other[other.length - 1]!)
+    })
   for (let round = 1; round <= rounds; round++) {
     yield* Console.log(`round ${round} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
     if (only !== "graphile-worker") {
-      crm.push(yield* crmRelayRound(round))
-      yield* report("crm-relay", crm[crm.length - 1]!)
+      // The two builds take turns going first, so neither always meets the other's leftovers.
+      if (baseline !== undefined && round % 2 === 0) yield* crmRelayBaseline(round, baseline)
+      yield* crmRelay(round)
+      if (baseline !== undefined && round % 2 === 1) yield* crmRelayBaseline(round, baseline)
     }
     if (only !== "crm-relay") {
       peer.push(yield* graphileRound(round))
@@ -475,6 +497,15 @@ const main = Effect.gen(function*() {
   })
   yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
   if (crm.length > 0) yield* report("crm-relay", summary(crm))
+  if (other.length > 0) {
+    yield* report("crm-relay baseline", summary(other))
+    const [now, then] = [summary(crm), summary(other)]
+    yield* Console.log(
+      `crm-relay / baseline: drain ${(now.drainPerSecond / then.drainPerSecond).toFixed(2)}×, CPU per delivery worker ${
+        (now.workerCpuMicros / then.workerCpuMicros).toFixed(2)
+      }× + PostgreSQL ${(now.databaseCpuMicros / then.databaseCpuMicros).toFixed(2)}×, peak RSS ${(now.rssMiB / then.rssMiB).toFixed(2)}×`
+    )
+  }
   if (peer.length > 0) yield* report("graphile-worker", summary(peer))
   if (crm.length > 0 && peer.length > 0 && outcomes > 0) {
     const ratio = summary(crm).drainPerSecond / summary(peer).drainPerSecond

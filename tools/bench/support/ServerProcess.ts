@@ -36,6 +36,8 @@ export interface ServeOptions {
   readonly stopWithin: Duration.DurationInput
   /** Runs the server under this open-file limit (`ulimit -n` in a shell that then becomes the server). */
   readonly openFileLimit?: number | undefined
+  /** Another build's `bin/crm-relay.js` to run (this checkout's by default), to compare two builds in one run. */
+  readonly bin?: string | undefined
 }
 
 /** A running server: its pid and its two APIs' base URLs. */
@@ -75,13 +77,14 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       Effect.sync(() => Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-bench-"))),
       (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
     )
+    const bin = options.bin ?? BIN
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
         ChildProcess.spawn(
           options.openFileLimit === undefined ? process.execPath : "/bin/sh",
           options.openFileLimit === undefined
-            ? [BIN, "serve"]
-            : ["-c", `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, BIN, "serve"],
+            ? [bin, "serve"]
+            : ["-c", `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, bin, "serve"],
           {
             stdio: ["ignore", options.stdout, "inherit"],
             env: {

@@ -106,12 +106,25 @@ const prepareHeaders = (
   return Either.right(out)
 }
 
-/** Checks `request` against the URL rules, the address policy (literal hosts) and the body limit. */
-export const prepareRequest = (
+/** Where a request goes, once its URL passed the URL rules and the address policy (literal hosts). */
+export interface PreparedTarget {
+  readonly host: string
+  readonly origin: string
+  /** Path and, when allowed, query; never the fragment. */
+  readonly path: string
+}
+
+/**
+ * Checks a URL against the URL rules and the address policy (literal hosts).
+ * Pure: the same URL, policy and `allowQuery` always give the same answer,
+ * so a caller may keep it (webhooks go to the same few URLs again and again).
+ */
+export const prepareTarget = (
   policy: AddressPolicy.AddressPolicy,
-  request: EgressRequest
-): Either.Either<PreparedRequest, EgressRefused> => {
-  const url = URL.parse(request.url)
+  target: string,
+  allowQuery: boolean
+): Either.Either<PreparedTarget, EgressRefused> => {
+  const url = URL.parse(target)
   if (url === null) return Either.left(new EgressRefused({ reason: "invalid_url", host: "" }))
   const host = url.hostname
   if (url.protocol !== "https:") {
@@ -124,7 +137,6 @@ export const prepareRequest = (
   const hashAt = url.href.indexOf("#")
   const hasFragment = hashAt !== -1
   const hasQuery = (hasFragment ? url.href.slice(0, hashAt) : url.href).includes("?")
-  const allowQuery = request.options?.allowQuery ?? false
   if (!allowQuery && (hasQuery || hasFragment)) {
     const detail = hasQuery && hasFragment ? "query string and fragment" : hasQuery ? "query string" : "fragment"
     return Either.left(new EgressRefused({ reason: "query_or_fragment", host, detail }))
@@ -135,15 +147,29 @@ export const prepareRequest = (
     const refusal = addressRefusal(policy, host, bare)
     if (refusal !== undefined) return Either.left(refusal)
   }
+  // The fragment is never sent.
+  return Either.right({ host, origin: url.origin, path: `${url.pathname}${allowQuery ? url.search : ""}` })
+}
+
+/**
+ * Checks `request` against the URL rules, the address policy (literal hosts) and the body limit;
+ * `target` is `prepareTarget`'s answer for its URL when the caller keeps them.
+ */
+export const prepareRequest = (
+  policy: AddressPolicy.AddressPolicy,
+  request: EgressRequest,
+  target: Either.Either<PreparedTarget, EgressRefused> = prepareTarget(policy, request.url, request.options?.allowQuery ?? false)
+): Either.Either<PreparedRequest, EgressRefused> => {
+  if (Either.isLeft(target)) return Either.left(target.left)
+  const { host, origin, path } = target.right
   const size = bodyBytes(request.body)
   if (size > MAX_BODY_BYTES) {
     return Either.left(new EgressRefused({ reason: "request_too_large", host, detail: `${size} bytes` }))
   }
   return Either.map(prepareHeaders(host, request.headers), (headers) => ({
     host,
-    origin: url.origin,
-    // The fragment is never sent.
-    path: `${url.pathname}${allowQuery ? url.search : ""}`,
+    origin,
+    path,
     method: request.method,
     headers,
     body: request.body,
