@@ -108,8 +108,7 @@ export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlCli
               Effect.flatMap((exit) => mailbox.done(exit)),
               Effect.forkScoped
             )
-            // Through `notify` (pg_notify): the driver's own NOTIFY sends its payload as a parameter, which PostgreSQL refuses.
-            const poke = notify(channel, probe).pipe(
+            const poke = pg.notify(full, probe).pipe(
               Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
               Effect.repeat({ until: Option.isSome }),
               Effect.timeoutOption(PROBE_GIVE_UP),
