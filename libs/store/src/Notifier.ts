@@ -13,7 +13,7 @@
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, type Scope, Stream } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, type Scope, Stream } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { PgliteClient } from "./PgliteClient.js"
 
@@ -108,11 +108,14 @@ export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlCli
               Effect.flatMap((exit) => mailbox.done(exit)),
               Effect.forkScoped
             )
-            const poke = pg.notify(full, probe).pipe(
+            // Through `notify` (pg_notify): the driver's own NOTIFY sends its payload as a parameter, which PostgreSQL refuses.
+            const poke = notify(channel, probe).pipe(
               Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
               Effect.repeat({ until: Option.isSome }),
               Effect.timeoutOption(PROBE_GIVE_UP),
-              Effect.ignore
+              Effect.ignore,
+              // Real time, whatever clock the caller runs on: under a TestClock the retry would never come.
+              Effect.withClock(Clock.make())
             )
             // A listener that fails (connection refused) ends the wait: its stream carries the error.
             yield* Effect.raceFirst(poke, Effect.ignore(Fiber.await(listener)))
