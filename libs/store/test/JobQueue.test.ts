@@ -36,6 +36,18 @@ const makeTable = (completedStatus = "done") =>
     return JobQueue.table({ table: name, completedStatus, row: Schema.Struct({ label: Schema.String }) })
   })
 
+/** A fresh queue table with a receiver column `target` and an `account`, whose claims are fair over them. */
+const makeFairTable = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const plain = yield* makeTable()
+  yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
+  return JobQueue.table({
+    table: plain.table,
+    row: Schema.Struct({ label: Schema.String, target: Schema.String }),
+    fairness: { key: "target", group: "account" }
+  })
+})
+
 /** Inserts `count` jobs due at `at` (labels `${prefix}-i`) and returns their ids. */
 const insertJobs = (jobs: JobQueue.JobTable<unknown>, count: number, at: Date, prefix = "job") =>
   Effect.gen(function*() {
@@ -622,13 +634,7 @@ layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) =
   it.effect("Fair queues: a receiver's backlog larger than its share drains on job ends alone (one-hour poll, no further notification), at most its share running at once, and another key's late work is not held behind it", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const plain = yield* makeTable()
-      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
-      const jobs = JobQueue.table({
-        table: plain.table,
-        row: Schema.Struct({ label: Schema.String, target: Schema.String }),
-        fairness: { key: "target", group: "account" }
-      })
+      const jobs = yield* makeFairTable
       const insert = (count: number, target: string, account: string) =>
         sql`INSERT INTO ${sql(jobs.table)} ${
           sql.insert(Array.from({ length: count }, (_, i) => ({
@@ -669,13 +675,7 @@ layer(quiet, { excludeTestServices: true })("JobQueue on the real clock", (it) =
   it.effect("Hand-off (JobHandoffs): a producer of the same process inserts jobs leased to the runner and hands them over — they run at once as attempt 1 with no notification and a one-hour poll; room is reserved within the slots and each key's share, and given back when not used", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const plain = yield* makeTable()
-      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN target text NOT NULL DEFAULT '', ADD COLUMN account text NOT NULL DEFAULT ''`)
-      const jobs = JobQueue.table({
-        table: plain.table,
-        row: Schema.Struct({ label: Schema.String, target: Schema.String }),
-        fairness: { key: "target", group: "account" }
-      })
+      const jobs = yield* makeFairTable
       const handoffs = yield* Effect.provide(JobHandoffs, JobHandoffs.Default)
       const ran: Array<{ readonly label: string; readonly attempt: number }> = []
       const release = yield* Deferred.make<void>()
