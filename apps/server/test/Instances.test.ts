@@ -3,6 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Database, PgliteClient, TestDatabase } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
+import { Readiness } from "../src/http/Readiness.js"
 import * as Server from "../src/http/Server.js"
 import * as TcpProxy from "./support/TcpProxy.js"
 import { accountWithKey, bearer, jsonWith, layerServer, replica, request, start } from "./support/TestServer.js"
@@ -95,7 +96,10 @@ layer(DatabaseWithServices, { excludeTestServices: true })("clean shutdown", (it
       const db = yield* TestDatabase.TestDatabase
       const { key } = yield* accountWithKey()
       const scope = yield* Scope.make()
-      const server = yield* start(layerServer()).pipe(Scope.extend(scope))
+      const built = yield* Layer.build(Layer.fresh(layerServer())).pipe(Scope.extend(scope))
+      const server = { public: Option.getOrThrow(Context.get(built, Server.Listening).publicApi).url }
+      const readiness = Context.get(built, Readiness)
+      expect(yield* readiness.phase).toBe("serving")
 
       // Hold the database so the request stays in flight: PGlite's one session, or a table lock on PostgreSQL.
       const holding = yield* Deferred.make<void>()
@@ -125,9 +129,10 @@ layer(DatabaseWithServices, { excludeTestServices: true })("clean shutdown", (it
       }
       const stopping = yield* Effect.fork(Scope.close(scope, Exit.void))
       yield* Effect.sleep("300 millis")
-      // The stop waits for the request.
+      // The stop waits for the request; meanwhile /readyz says the server is stopping, so no new work is sent to it.
       expect(stopping.unsafePoll()).toBeNull()
       expect(inFlight.unsafePoll()).toBeNull()
+      expect(yield* readiness.phase).toBe("stopping")
 
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holder)

@@ -1,8 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { FetchHttpClient } from "@effect/platform"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { AdminOperations, layerRemote } from "../src/cli/AdminOperations.js"
-import { ADMIN_TOKEN, adminHeaders as admin, bearer, request, TestServerLive, urls } from "./support/TestServer.js"
+import { Readiness } from "../src/http/Readiness.js"
+import * as Server from "../src/http/Server.js"
+import { ADMIN_TOKEN, adminHeaders as admin, bearer, layerServer, request, TestServerLive, urls } from "./support/TestServer.js"
 const isUuid = Schema.is(Schema.UUID)
 
 const post = (path: string, body?: unknown, headers: Record<string, string> = admin) =>
@@ -72,6 +74,19 @@ describe("internal API", () => {
         const ready = yield* request("GET", `${u.admin}/readyz`)
         expect(ready.status).toBe(200)
         expect(ready.json).toMatchObject({ status: "ready" })
+      }))
+
+    it.scoped("GET /readyz is 200 only once every listener is up, and 503 with the reason from the moment a stop begins", () =>
+      Effect.gen(function*() {
+        const built = yield* Layer.build(Layer.fresh(layerServer()))
+        const listening = Context.get(built, Server.Listening)
+        const readyz = Effect.map(request("GET", `${listening.internalApi.url}/readyz`), (r) => [r.status, r.json])
+        // Built means the public port listens too: the phase turned to serving after it.
+        expect(Option.isSome(listening.publicApi)).toBe(true)
+        expect(yield* readyz).toEqual([200, { status: "ready", database: expect.any(String) }])
+        yield* Context.get(built, Readiness).stopping
+        expect(yield* readyz).toEqual([503, { error: "The server is stopping: it takes no new work." }])
+        expect((yield* request("GET", `${listening.internalApi.url}/healthz`)).status).toBe(200)
       }))
 
     it.effect("unknown internal paths and methods are 404 with the Error object; the public API's paths are not served here", () =>

@@ -30,6 +30,7 @@ import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
 import * as Reference from "./internal/Reference.js"
 import { serveApi } from "./serveApi.js"
+import { Readiness } from "./Readiness.js"
 import * as ServerFile from "../config/ServerFile.js"
 import * as TraceSampling from "../observability/TraceSampling.js"
 import type { LifecycleSettings, Role, Settings } from "../config/Settings.js"
@@ -178,6 +179,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
       const portalAddress = yield* Effect.serviceOption(PortalAddress)
       const links = yield* PortalLinks.PortalLinks
       const database = yield* Database.DatabaseInfo
+      const readiness = yield* Readiness
       if (Option.isSome(options.dataDir)) {
         yield* ServerFile.publish(options.dataDir.value, {
           pid: process.pid,
@@ -197,7 +199,9 @@ export const layerWithDatabase = (options: ServeOptions) => {
           internal_api: internal.url
         })
       )
-      yield* Effect.addFinalizer(() => Effect.logInfo("crm-relay is stopping: draining requests"))
+      // Every listener of the role is up (this Layer is built after them): /readyz may say 200.
+      yield* readiness.serving
+      yield* Effect.addFinalizer(() => Effect.zipRight(readiness.stopping, Effect.logInfo("crm-relay is stopping: draining requests")))
       return { publicApi: pub, internalApi: internal, portal: portalAddress }
     })
   )
@@ -216,7 +220,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
     // One for the intake and the delivery runner: with ROLE all, the runner takes an outcome's deliveries from it.
-    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default))
+    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default))
   )
 }
 

@@ -17,6 +17,7 @@ import * as ListingsApiLive from "./ListingsApiLive.js"
 import * as SubscriptionLifecycleApiLive from "./SubscriptionLifecycleApiLive.js"
 import * as PortalSessionsApiLive from "./PortalSessionsApiLive.js"
 import { PortalSessions } from "../portal/PortalSessions.js"
+import { Readiness } from "../Readiness.js"
 
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()
 
@@ -25,7 +26,9 @@ export const messages = {
   unauthorized: "The admin token is missing or wrong.",
   notFound: "Not found: this path or method is not part of the internal API.",
   unknownKey: "No integration key with this id exists.",
-  notReady: "The database does not answer."
+  notReady: "The database does not answer.",
+  starting: "The server is starting: not every listener is up yet.",
+  stopping: "The server is stopping: it takes no new work."
 } as const
 
 /** Whether a given bearer token is exactly `token` (compared in constant time, as digests of equal length). */
@@ -85,16 +88,16 @@ const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
   Effect.gen(function*() {
     const info = yield* Database.DatabaseInfo
     const sql = yield* SqlClient.SqlClient
+    const readiness = yield* Readiness
+    const ping = Database.ping().pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.as({ status: "ready" as const, database: info.kind }),
+      Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("Not ready", error), new NotReady({ error: messages.notReady })))
+    )
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
       .handle("readyz", () =>
-        Database.ping().pipe(
-          Effect.provideService(SqlClient.SqlClient, sql),
-          Effect.as({ status: "ready" as const, database: info.kind }),
-          Effect.catchAll((error) =>
-            Effect.zipRight(Effect.logWarning("Not ready", error), new NotReady({ error: messages.notReady }))
-          )
-        ))
+        Effect.flatMap(readiness.phase, (phase) => phase === "serving" ? ping : new NotReady({ error: messages[phase] })))
   }))
 
 /** The internal API with its handlers, guarded by `token`. */
