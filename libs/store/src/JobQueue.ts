@@ -322,6 +322,15 @@ export const makeOwner = (): string => `${processOwnerPrefix()}${randomBytes(6).
 /** Longest error text stored in `last_error`. */
 export const MAX_ERROR_LENGTH = 500
 
+/** The job a claimed or handed-over row is (the claim's columns); on a fair table its `job_fair_key` is the job's key. */
+const jobOf = <A>(row: Record<string, unknown>, data: A, fair: boolean): Job<A> => ({
+  id: String(row["id"]),
+  attempt: Number(row["attempts"]),
+  data,
+  traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
+  key: fair && typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
+})
+
 const shorten = (error: string): string =>
   error.length <= MAX_ERROR_LENGTH ? error : `${error.slice(0, MAX_ERROR_LENGTH - 1)}…`
 
@@ -338,14 +347,6 @@ export const make = <A>(
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
     const after = (delay: Duration.DurationInput) =>
       Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis + Duration.toMillis(delay)))
-
-    const jobOf = (row: Record<string, unknown>, data: A): Job<A> => ({
-      id: String(row["id"]),
-      attempt: Number(row["attempts"]),
-      data,
-      traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
-      key: typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
-    })
 
     // A row that cannot be decoded would be claimed again and again: dead-letter it.
     const bury = (row: Record<string, unknown>, error: ParseResult.ParseError) =>
@@ -441,7 +442,7 @@ export const make = <A>(
         const claimed: Array<Job<A>> = []
         for (const row of rows) {
           const data = jobs.decode(row)
-          if (Either.isRight(data)) claimed.push(jobOf(row, data.right))
+          if (Either.isRight(data)) claimed.push(jobOf(row, data.right, fair !== undefined))
           else yield* bury(row, data.left)
         }
         return claimed
@@ -1117,13 +1118,7 @@ export const run = <A, R>(
               const decoded = jobs.decode(row)
               // Left leased: once its lease ends, a claim dead-letters it (as any row that cannot be read).
               if (decoded._tag === "Left") continue
-              handed.push({
-                id: String(row["id"]),
-                attempt: Number(row["attempts"]),
-                data: decoded.right,
-                traceparent: typeof row["traceparent"] === "string" ? row["traceparent"] : undefined,
-                key: shares !== undefined && typeof row["job_fair_key"] === "string" ? row["job_fair_key"] : undefined
-              })
+              handed.push(jobOf(row, decoded.right, shares !== undefined))
             }
             if (stopping) {
               // Stopping: given back to the table for any replica's next claim, as interrupted jobs are.
