@@ -24,7 +24,8 @@
  *    arrival at the receiver, p50/p99, and the CPU each event cost the
  *    process and PostgreSQL (on two cores, what the tail follows); and for
  *    crm-relay the outcome request's own latency, p50/p99.
- * With `--outcomes 0` the drain is left out: latency alone, for short runs.
+ * With `--outcomes 0` the drain is left out: latency alone, for short runs;
+ * with `--latency-count 0` the latency phase is: the drain alone.
  * Then the medians over rounds and the ratio line. Duplicates (a webhook-id
  * received twice) are counted; expected 0. Both run in their own processes
  * on a fresh schema of DATABASE_URL (dropped at the end), crm-relay with
@@ -66,6 +67,10 @@ const warmup = Argv.integer("warmup", 200, 0)
 /** Events per second offered in the latency phase. */
 const rate = Argv.integer("rate", 100)
 const latencyCount = Argv.integer("latency-count", 1_000, 0)
+if (outcomes === 0 && latencyCount === 0) {
+  process.stderr.write("--outcomes 0 leaves out the drain and --latency-count 0 the latency phase: nothing would be measured. Give one of them a count.\n")
+  process.exit(2)
+}
 const only = Argv.text("only")
 /** DELIVERY_MAX_PER_ORIGIN of the crm-relay servers (default: the server's own). */
 const maxPerOrigin = Argv.text("max-per-origin")
@@ -225,6 +230,9 @@ const noDrain = {
   connections: Number.NaN
 }
 
+/** The latency phase's figures when `--latency-count 0` leaves it out. */
+const noLatency = { p50: Number.NaN, p99: Number.NaN, latencyCpuMicros: Number.NaN, latencyDatabaseCpuMicros: Number.NaN }
+
 const median = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted.length === 0 ? Number.NaN : sorted[Math.floor((sorted.length - 1) / 2)]!
@@ -236,10 +244,12 @@ const report = (name: string, f: RoundFigures) =>
       Number.isNaN(f.drainPerSecond) ? "" : `drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
         f.databaseCpuMicros.toFixed(0)
       } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; `
-    }accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms (CPU per event ${
-      f.latencyCpuMicros.toFixed(0)
-    } µs + PostgreSQL ${f.latencyDatabaseCpuMicros.toFixed(0)} µs)${
-      f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
+    }${
+      Number.isNaN(f.p50) ? "no latency phase" : `accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms (CPU per event ${
+        f.latencyCpuMicros.toFixed(0)
+      } µs + PostgreSQL ${f.latencyDatabaseCpuMicros.toFixed(0)} µs)${
+        f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
+      }`
     }`
   )
 
@@ -368,7 +378,7 @@ const main = Effect.gen(function*() {
       }))
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
       const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
-      const latency = yield* Effect.scoped(Effect.gen(function*() {
+      const latency = latencyCount === 0 ? noLatency : yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* startServer(env, "all", bin)
         if (warmup > 0) {
           const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, rate)
@@ -426,7 +436,7 @@ const main = Effect.gen(function*() {
       }))
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
       const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
-      const latency = yield* Effect.scoped(Effect.gen(function*() {
+      const latency = latencyCount === 0 ? noLatency : yield* Effect.scoped(Effect.gen(function*() {
         const pid = yield* startPeer(peerEnv)
         const offer = (label: string, count: number) =>
           Effect.gen(function*() {
