@@ -64,6 +64,8 @@ export const badRequest = (error: string) => json(400, encodeBadRequest(new Even
 
 const TOO_LARGE = `The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`
 const TOO_DEEP = `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`
+/** The 400 sentence of a body declared JSON that does not parse. */
+export const NOT_JSON = "The request body is not valid JSON."
 
 /** The media type of a request, lower-cased, without parameters ("" when absent). */
 export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
@@ -233,7 +235,7 @@ export const toResponse = (
   const reason = (error as { cause?: unknown }).cause
   if (reason instanceof Error && reason.message === "maxBytes exceeded") return refuse(TOO_LARGE)
   if (!isJson(request)) return refuse(CONTENT_TYPE)
-  return refuse("The request body is not valid JSON.")
+  return refuse(NOT_JSON)
 }
 
 /** The failure of `cause`, else its defect. */

@@ -22,6 +22,7 @@ import * as ConnectionsLayers from "../workers/ConnectionsLayers.js"
 import * as DeliveryWorker from "../workers/DeliveryWorker.js"
 import * as InCallApiLive from "./internal/InCallApiLive.js"
 import * as InternalApiLive from "./internal/InternalApiLive.js"
+import * as OutcomePath from "./internal/OutcomePath.js"
 import * as PortalApiLive from "./portal/PortalApiLive.js"
 import * as PortalLinks from "./portal/PortalLinks.js"
 import { PortalSessions } from "./portal/PortalSessions.js"
@@ -117,14 +118,17 @@ type WorkerServices =
 /** The server over a database provided by the caller (tests share one between instances). */
 export const layerWithDatabase = (options: ServeOptions) => {
   const edge = options.edge ?? defaultEdge
+  const internalMessages = { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput }
   const internalApi = serveApi({
     api: InternalApiLive.layer(options.adminToken),
     host: options.adminHost,
     port: options.adminPort,
-    messages: { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput },
+    messages: internalMessages,
     observe: { api: "internal", actor: "admin_token" },
     routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
-    tag: AdminAddress
+    tag: AdminAddress,
+    // The outcome POST, one per call, before the router when plain.
+    shortcut: OutcomePath.shortcut({ adminToken: InternalApiLive.tokenCheck(options.adminToken), messages: internalMessages })
   })
   const publicApi = Workers.servesPublicApi(options.role)
     ? onlyEventApiServices(serveApi({

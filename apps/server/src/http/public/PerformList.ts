@@ -46,10 +46,16 @@ const hasBody = (request: Http.IncomingMessage): boolean => {
   return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
 }
 
-/** The attributes the platform's tracer writes on a recorded server span, for this request. */
-const describeRequest = (span: Tracer.Span, request: Http.IncomingMessage, address: string | undefined, redacted: Record<string, string | Redacted.Redacted>) => {
+/** The attributes the platform's tracer writes on a recorded server span, for this request (also the outcome path's). */
+export const describeRequest = (
+  span: Tracer.Span,
+  request: Http.IncomingMessage,
+  address: string | undefined,
+  redacted: Record<string, string | Redacted.Redacted>,
+  method = "GET"
+) => {
   const headers = Headers.fromInput(request.headers as Headers.Input)
-  span.attribute("http.request.method", "GET")
+  span.attribute("http.request.method", method)
   const protocol = headers["x-forwarded-proto"] === "https" ? "https" : "http"
   try {
     const url = new URL(request.url ?? ROUTE, `${protocol}://${headers.host ?? "localhost"}`)
@@ -66,7 +72,7 @@ const describeRequest = (span: Tracer.Span, request: Http.IncomingMessage, addre
 }
 
 /** Writes `answer` to `response` (our answers are JSON bodies or none). */
-const write = (response: Http.ServerResponse, answer: HttpServerResponse.HttpServerResponse): void => {
+export const write = (response: Http.ServerResponse, answer: HttpServerResponse.HttpServerResponse): void => {
   if (response.writableEnded || response.destroyed) return
   response.writeHead(answer.status, answer.headers)
   response.end(answer.body._tag === "Uint8Array" ? answer.body.body : undefined)

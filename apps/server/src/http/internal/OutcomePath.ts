@@ -1,0 +1,160 @@
+/**
+ * POST /v1/calls/{callId}/outcome — what the call-handling service posts
+ * after every call — answered from the Node request event, without the
+ * router, its middleware chain and their per-request context copies: the
+ * same admin-token check (`tokenCheck`), body rules (`ErrorResponses`:
+ * declared JSON, at most `MAX_BODY_BYTES`), payload Schema, `Outcomes.accept`, answers and Error objects, server span
+ * (`http.server POST`, sampled as any other), access line and HTTP metrics.
+ *
+ * It takes only the plain case, decided from the head before any byte of
+ * the body is read: a token that matches, a plain call id, a JSON body of a
+ * declared length within the cap, HTTP/1.1 with a Host, nothing unanswered
+ * before it on its connection. Anything else goes the router's way, which
+ * answers it as before (401, a call id to decode, 400 for the head, ...).
+ */
+import { Headers, HttpServerError, HttpServerResponse, HttpTraceContext } from "@effect/platform"
+import { Outcomes } from "@crm-relay/calls"
+import { CallOutcome } from "@crm-relay/contract/CallOutcome"
+import { Accepted } from "@crm-relay/contract/Calls"
+import { unknownAccount } from "@crm-relay/contract/InternalApi"
+import { OutcomeConflict } from "@crm-relay/contract/InternalApi/CallsApi"
+import { Events } from "@crm-relay/contract"
+import { ErrorResponses } from "@crm-relay/events"
+import * as Audit from "@crm-relay/store/Audit"
+import { Effect, Either, type Fiber, Option, Redacted, Runtime, Schema } from "effect"
+import type * as Http from "node:http"
+import { performance } from "node:perf_hooks"
+import * as AccessLog from "../accessLog.js"
+import type { Shortcut } from "../HttpConnections.js"
+import { describeRequest, write } from "../public/PerformList.js"
+import type { RefusalLog } from "../RefusalLog.js"
+import { messages as callsMessages } from "./CallsApiLive.js"
+
+/** The route template in access lines, metrics and the span (as the router names it). */
+export const ROUTE = "/v1/calls/:callId/outcome"
+
+/**
+ * The raw request target of the plain case: a call id of characters the router takes as they are
+ * (no percent-decoding to do) and that the contract's call id accepts.
+ */
+const TARGET = /^\/v1\/calls\/([A-Za-z0-9._~:@-]{1,200})\/outcome$/
+
+/** As the platform's bearer security reads the token: whatever follows the scheme's 7 characters. */
+const BEARER_LENGTH = "Bearer ".length
+
+// As HttpApiBuilder decodes the payload, and encodes the success and the 409.
+const decodeOutcome = Schema.decodeUnknownEither(CallOutcome)
+const encodeAccepted = Schema.encodeSync(Accepted)
+const encodeConflict = Schema.encodeSync(OutcomeConflict.wire)
+
+/** The declared body length of the plain case: digits within the cap (a transfer coding or none: not plain). */
+const plainLength = (request: Http.IncomingMessage): number | undefined => {
+  const length = request.headers["content-length"]
+  if (length === undefined || request.headers["transfer-encoding"] !== undefined || !/^[0-9]{1,6}$/.test(length)) return undefined
+  const bytes = Number(length)
+  return bytes > 0 && bytes <= ErrorResponses.MAX_BODY_BYTES ? bytes : undefined
+}
+
+const isJson = (request: Http.IncomingMessage): boolean =>
+  (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
+
+/** The internal port's POST /v1/calls/{callId}/outcome path (see the module comment), for `serveApi`'s shortcut. */
+export const shortcut = (options: {
+  readonly adminToken: (given: Redacted.Redacted<string>) => boolean
+  readonly messages: ErrorResponses.Messages
+}) =>
+(refusals: RefusalLog) =>
+  Effect.gen(function*() {
+    const outcomes = yield* Outcomes.Outcomes
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+
+    /** The answer to a body read in full: refused input at once, else the outcome accepted. */
+    const answerOf = (callId: string, text: string): Effect.Effect<HttpServerResponse.HttpServerResponse, Events.NotFound> => {
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(text)
+      } catch {
+        return Effect.succeed(ErrorResponses.badRequest(ErrorResponses.NOT_JSON))
+      }
+      const decoded = decodeOutcome(parsed)
+      if (Either.isLeft(decoded)) {
+        return Effect.succeed(ErrorResponses.badRequest(ErrorResponses.decodeFailureSentence(decoded.left)))
+      }
+      return outcomes.accept(callId, decoded.right).pipe(
+        Effect.map((accepted) => HttpServerResponse.unsafeJson(encodeAccepted(accepted), { status: 202 })),
+        Effect.catchTags({
+          UnknownAccount: () => Effect.fail(unknownAccount()),
+          OutcomeConflict: () =>
+            Effect.succeed(
+              HttpServerResponse.unsafeJson(encodeConflict(new OutcomeConflict({ error: callsMessages.outcomeConflict(callId) })), {
+                status: 409
+              })
+            )
+        })
+      )
+    }
+
+    /** The whole answer of one request, in its server span; ends with its access line. */
+    const answer = (request: Http.IncomingMessage, response: Http.ServerResponse, callId: string, text: string, started: number) =>
+      Effect.withFiberRuntime<void>((fiber) => {
+        const acting: Audit.Acting = { actor: "admin_token", accountId: undefined }
+        const parent = HttpTraceContext.fromHeaders(request.headers as Headers.Headers)
+        const address = request.socket.remoteAddress
+        return Effect.useSpan(
+          "http.server POST",
+          { parent: Option.getOrUndefined(parent), kind: "server", captureStackTrace: false },
+          (span) => {
+            const redactedNames = fiber.getFiberRef(Headers.currentRedactedNames)
+            if (span.sampled) {
+              describeRequest(span, request, address, Headers.redact(Headers.fromInput(request.headers as Headers.Input), redactedNames), "POST")
+            }
+            span.attribute("http.route", ROUTE)
+            return answerOf(callId, text).pipe(
+              Audit.actingAs(acting),
+              Effect.catchAllCause((cause) => ErrorResponses.answerCause(cause, options.messages)),
+              Effect.flatMap((answer) => {
+                write(response, answer)
+                span.attribute("http.response.status_code", answer.status)
+                if (span.sampled) {
+                  for (const [name, value] of Object.entries(Headers.redact(answer.headers, redactedNames))) {
+                    span.attribute(`http.response.header.${name}`, String(value))
+                  }
+                }
+                return AccessLog.record(fiber as Fiber.RuntimeFiber<unknown, unknown>, refusals, {
+                  api: "internal",
+                  method: "POST",
+                  route: ROUTE,
+                  status: answer.status,
+                  seconds: (performance.now() - started) / 1000,
+                  accountId: acting.accountId,
+                  address
+                })
+              }),
+              Effect.withParentSpan(span)
+            )
+          }
+        )
+      })
+
+    return ((request, response, queued) => {
+      if (queued || request.method !== "POST") return false
+      const target = TARGET.exec(request.url ?? "")
+      if (target === null || request.httpVersion !== "1.1" || request.headers.host === undefined || !isJson(request)) return false
+      const length = plainLength(request)
+      if (length === undefined) return false
+      if (!options.adminToken(Redacted.make((request.headers.authorization ?? "").slice(BEARER_LENGTH)))) return false
+      const started = performance.now()
+      const callId = target[1]!
+      const chunks: Array<Buffer> = []
+      let fiber: Fiber.RuntimeFiber<void> | undefined
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.once("end", () => {
+        fiber = runFork(answer(request, response, callId, Buffer.concat(chunks).toString("utf8"), started))
+      })
+      // A client gone before its answer: the work stops, as on the router's path.
+      response.on("close", () => {
+        if (!response.writableEnded && fiber !== undefined) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
+      })
+      return true
+    }) satisfies Shortcut
+  })
