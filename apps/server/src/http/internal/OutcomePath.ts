@@ -12,7 +12,7 @@
  * before it on its connection. Anything else goes the router's way, which
  * answers it as before (401, a call id to decode, 400 for the head, ...).
  */
-import { Headers, HttpServerError, HttpServerResponse, HttpTraceContext } from "@effect/platform"
+import { HttpServerError, HttpServerResponse } from "@effect/platform"
 import { Outcomes } from "@crm-relay/calls"
 import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { Accepted } from "@crm-relay/contract/Calls"
@@ -20,13 +20,11 @@ import { unknownAccount } from "@crm-relay/contract/InternalApi"
 import { OutcomeConflict } from "@crm-relay/contract/InternalApi/CallsApi"
 import { Events } from "@crm-relay/contract"
 import { ErrorResponses } from "@crm-relay/events"
-import * as Audit from "@crm-relay/store/Audit"
-import { Effect, Either, type Fiber, Option, Redacted, Runtime, Schema } from "effect"
+import { type Cause, Effect, Either, type Fiber, Redacted, Runtime, Schema } from "effect"
 import type * as Http from "node:http"
 import { performance } from "node:perf_hooks"
-import * as AccessLog from "../accessLog.js"
+import * as AnswerBeforeRouter from "../AnswerBeforeRouter.js"
 import type { Shortcut } from "../HttpConnections.js"
-import { describeRequest, write } from "../public/PerformList.js"
 import type { RefusalLog } from "../RefusalLog.js"
 import { messages as callsMessages } from "./CallsApiLive.js"
 
@@ -94,47 +92,7 @@ export const shortcut = (options: {
       )
     }
 
-    /** The whole answer of one request, in its server span; ends with its access line. */
-    const answer = (request: Http.IncomingMessage, response: Http.ServerResponse, callId: string, text: string, started: number) =>
-      Effect.withFiberRuntime<void>((fiber) => {
-        const acting: Audit.Acting = { actor: "admin_token", accountId: undefined }
-        const parent = HttpTraceContext.fromHeaders(request.headers as Headers.Headers)
-        const address = request.socket.remoteAddress
-        return Effect.useSpan(
-          "http.server POST",
-          { parent: Option.getOrUndefined(parent), kind: "server", captureStackTrace: false },
-          (span) => {
-            const redactedNames = fiber.getFiberRef(Headers.currentRedactedNames)
-            if (span.sampled) {
-              describeRequest(span, request, address, Headers.redact(Headers.fromInput(request.headers as Headers.Input), redactedNames), "POST")
-            }
-            span.attribute("http.route", ROUTE)
-            return answerOf(callId, text).pipe(
-              Audit.actingAs(acting),
-              Effect.catchAllCause((cause) => ErrorResponses.answerCause(cause, options.messages)),
-              Effect.flatMap((answer) => {
-                write(response, answer)
-                span.attribute("http.response.status_code", answer.status)
-                if (span.sampled) {
-                  for (const [name, value] of Object.entries(Headers.redact(answer.headers, redactedNames))) {
-                    span.attribute(`http.response.header.${name}`, String(value))
-                  }
-                }
-                return AccessLog.record(fiber as Fiber.RuntimeFiber<unknown, unknown>, refusals, {
-                  api: "internal",
-                  method: "POST",
-                  route: ROUTE,
-                  status: answer.status,
-                  seconds: (performance.now() - started) / 1000,
-                  accountId: acting.accountId,
-                  address
-                })
-              }),
-              Effect.withParentSpan(span)
-            )
-          }
-        )
-      })
+    const answerCause = (cause: Cause.Cause<Events.NotFound>) => ErrorResponses.answerCause(cause, options.messages)
 
     return ((request, response, queued) => {
       if (queued || request.method !== "POST") return false
@@ -144,12 +102,14 @@ export const shortcut = (options: {
       if (length === undefined) return false
       if (!options.adminToken(Redacted.make((request.headers.authorization ?? "").slice(BEARER_LENGTH)))) return false
       const started = performance.now()
+      const address = request.socket.remoteAddress
       const callId = target[1]!
       const chunks: Array<Buffer> = []
       let fiber: Fiber.RuntimeFiber<void> | undefined
       request.on("data", (chunk: Buffer) => chunks.push(chunk))
       request.once("end", () => {
-        fiber = runFork(answer(request, response, callId, Buffer.concat(chunks).toString("utf8"), started))
+        const taken = { request, response, api: "internal", actor: "admin_token", method: "POST", route: ROUTE, address, started }
+        fiber = runFork(AnswerBeforeRouter.answer(taken, refusals, answerOf(callId, Buffer.concat(chunks).toString("utf8")), answerCause))
       })
       // A client gone before its answer: the work stops, as on the router's path.
       response.on("close", () => {
