@@ -112,9 +112,13 @@ describe("Settings", () => {
       expect(yield* refused({ WEBHOOK_DISABLE_MIN_FAILURES: "0" })).toContain("WEBHOOK_DISABLE_MIN_FAILURES must be a whole number from 1 to 1000")
     }))
 
-  it.effect("the heap budget: semi-spaces of 8 MiB and 100 % old-generation growth by default; 0 leaves either to V8; anything else outside its range is refused by name", () =>
+  it.effect("the heap budget: semi-spaces of 8 MiB and 100 % old-generation growth by default, 2 MiB and 50 % on a ROLE=worker replica; a setting wins; 0 leaves either to V8; anything else outside its range is refused by name", () =>
     Effect.gen(function*() {
       expect(yield* Settings.HeapSettings.pipe(withEnv({}))).toEqual({ semiSpaceMiB: 8, growthPercent: 100 })
+      expect(yield* Settings.HeapSettings.pipe(withEnv({ ROLE: "api" }))).toEqual({ semiSpaceMiB: 8, growthPercent: 100 })
+      expect(yield* Settings.HeapSettings.pipe(withEnv({ ROLE: "worker" }))).toEqual({ semiSpaceMiB: 2, growthPercent: 50 })
+      expect(yield* Settings.HeapSettings.pipe(withEnv({ ROLE: "worker", HEAP_SEMI_SPACE_MIB: "8" }))).toEqual({ semiSpaceMiB: 8, growthPercent: 50 })
+      expect(yield* Settings.HeapSettings.pipe(withEnv({ ROLE: "worker", HEAP_GROWTH_PERCENT: "100" }))).toEqual({ semiSpaceMiB: 2, growthPercent: 100 })
       expect(yield* Settings.HeapSettings.pipe(withEnv({ HEAP_SEMI_SPACE_MIB: "0", HEAP_GROWTH_PERCENT: "0" }))).toEqual({ semiSpaceMiB: 0, growthPercent: 0 })
       const refused = (env: Record<string, string>) => Effect.map(Effect.flip(Settings.HeapSettings.pipe(withEnv(env))), String)
       expect(yield* refused({ HEAP_SEMI_SPACE_MIB: "-1" })).toContain("HEAP_SEMI_SPACE_MIB must be a whole number of MiB from 0 to 1024")

@@ -8,12 +8,14 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
  *     [--rounds 2] [--outcomes 5000 (0: latency only)] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
  *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
- *     [--node-options FLAGS] [--baseline PATH]
+ *     [--node-options FLAGS] [--baseline PATH] [--drain-role worker|all]
  *
  * Each round, for crm-relay then graphile-worker:
  * 1. Drain: `--outcomes` deliveries queued while no worker runs (crm-relay:
  *    outcomes accepted by a ROLE=api server, one subscription each;
  *    graphile-worker: jobs added in batches), then a fresh worker process
+ *    (crm-relay: ROLE=worker, as graphile-worker a worker alone; `--drain-role
+ *    all` drains with a replica that also serves the APIs, heap budget and all)
  *    drains them: deliveries/s from the first to the last delivery, CPU per
  *    delivery of the worker process and of the database's backends
  *    (PostgreSQL processes serving this database, /proc), peak RSS, and the
@@ -72,6 +74,12 @@ if (outcomes === 0 && latencyCount === 0) {
   process.exit(2)
 }
 const only = Argv.text("only")
+/** ROLE of the process that drains the backlog: `worker` (as graphile-worker, a worker process alone) or `all`. */
+const drainRole = Argv.text("drain-role") ?? "worker"
+if (drainRole !== "worker" && drainRole !== "all") {
+  process.stderr.write(`--drain-role is worker or all, not ${JSON.stringify(drainRole)}.\n`)
+  process.exit(2)
+}
 /** DELIVERY_MAX_PER_ORIGIN of the crm-relay servers (default: the server's own). */
 const maxPerOrigin = Argv.text("max-per-origin")
 const serverLog = Argv.text("server-log")
@@ -91,7 +99,7 @@ interface ServerEnv {
 }
 
 /** `crm-relay serve` (ROLE `role`) as a child process for the scope, SIGTERMed at its end. */
-const startServer = (env: ServerEnv, role: "all" | "api", bin?: string) =>
+const startServer = (env: ServerEnv, role: "all" | "api" | "worker", bin?: string) =>
   serve({
     bin,
     databaseUrl: env.url,
@@ -320,7 +328,7 @@ const main = Effect.gen(function*() {
     PEER_POOL: String(pool)
   }
   yield* Console.log(
-    `PostgreSQL ${database.version}; pool ${pool}; ${Os.cpus().length} CPUs; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`
+    `PostgreSQL ${database.version}; pool ${pool}; crm-relay drains with ROLE=${drainRole}; ${Os.cpus().length} CPUs; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`
   )
 
   // The account: set up through a ROLE=api server that stays up to accept the backlogs.
@@ -360,7 +368,7 @@ const main = Effect.gen(function*() {
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
         const connectionsBefore = receiver.arrivals.connections
-        const server = yield* startServer(env, "all", bin)
+        const server = yield* startServer(env, drainRole, bin)
         const workerBefore = yield* cpuSeconds(server.pid)
         const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
         const worker = (yield* cpuSeconds(server.pid)) - workerBefore
