@@ -21,6 +21,12 @@ const current = globalValue(Symbol.for("@crm-relay/store/Audit/current"), () => 
 export const actingAs = (acting: Acting) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.locally(effect, current, acting)
 
+/**
+ * The rest of this fiber acts on behalf of `acting` (set, not restored): for a fiber that serves one
+ * request alone and ends with it, where `actingAs`'s restore would be work for nothing.
+ */
+export const actAs = (acting: Acting): Effect.Effect<void> => FiberRef.set(current, acting)
+
 /** Who acts here, if an entry point said so. */
 export const acting: Effect.Effect<Option.Option<Acting>> = Effect.map(FiberRef.get(current), Option.fromNullable)
 
