@@ -67,12 +67,28 @@ const TOO_DEEP = `The request body is nested deeper than ${MAX_JSON_DEPTH} level
 /** The 400 sentence of a body declared JSON that does not parse. */
 export const NOT_JSON = "The request body is not valid JSON."
 
+/** The headers a request's body is judged by: the platform's request, or Node's before any router. */
+export interface BodyHeaders {
+  readonly headers: { readonly [name: string]: string | ReadonlyArray<string> | undefined }
+}
+
+/** A single-valued header of `request` (the body's headers always are). */
+const header = (request: BodyHeaders, name: string): string | undefined => {
+  const value = request.headers[name]
+  return typeof value === "string" ? value : undefined
+}
+
 /** The media type of a request, lower-cased, without parameters ("" when absent). */
-export const mediaType = (request: HttpServerRequest.HttpServerRequest): string =>
-  (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase()
+export const mediaType = (request: BodyHeaders): string => (header(request, "content-type") ?? "").split(";")[0]!.trim().toLowerCase()
 
 /** Whether the request declares a JSON body. */
-export const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => mediaType(request) === "application/json"
+export const isJson = (request: BodyHeaders): boolean => mediaType(request) === "application/json"
+
+/** Whether `request` says it carries a body (a length other than 0, or a transfer coding). */
+export const hasBody = (request: BodyHeaders): boolean => {
+  const length = header(request, "content-length")
+  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
+}
 
 const CONTENT_TYPE = "Content-Type must be application/json."
 
@@ -338,12 +354,6 @@ const drainingBody = (request: HttpServerRequest.HttpServerRequest): HttpServerR
   ))
   // The platform's `json`, `urlParamsBody` and `unsafeText` read `this.text`: they see this one.
   return Object.create(request, { text: { get: () => (text ??= read()) } }) as HttpServerRequest.HttpServerRequest
-}
-
-/** Whether `request` says it carries a body (a length other than 0, or a transfer coding). */
-const hasBody = (request: HttpServerRequest.HttpServerRequest): boolean => {
-  const length = request.headers["content-length"]
-  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
 }
 
 /** The strict API's request: a path the router can decode and, when it carries a body, the draining body reader. */

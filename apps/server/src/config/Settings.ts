@@ -334,16 +334,22 @@ export const serviceName = Config.string("OTEL_SERVICE_NAME").pipe(
 export const TracingSettings = Config.all({ otlpEndpoint, sampleRatio, serviceName })
 export type TracingSettings = Config.Config.Success<typeof TracingSettings>
 
-/** A whole number from `least` to `most` (`unit` names it in the message), with a default. */
-const wholeNumber = (name: string, fallback: number, least: number, most: number, unit = "") =>
+/** A whole number from `least` to `most` (`unit` names it in the message). */
+const wholeNumberIn = (name: string, least: number, most: number, unit: string) =>
   Config.integer(name).pipe(
     Config.validate({
       message: `${name} must be a whole number${unit} from ${least} to ${most}`,
       validation: (n) => n >= least && n <= most
-    }),
-    Config.withDefault(fallback),
-    Config.withDescription(describe(name))
+    })
   )
+
+/** A whole number from `least` to `most` (`unit` names it in the message), with a default. */
+const wholeNumber = (name: string, fallback: number, least: number, most: number, unit = "") =>
+  wholeNumberIn(name, least, most, unit).pipe(Config.withDefault(fallback), Config.withDescription(describe(name)))
+
+/** A whole number from `least` to `most` (`unit` names it in the message), if set. */
+const optionalWholeNumber = (name: string, least: number, most: number, unit = "") =>
+  Config.option(wholeNumberIn(name, least, most, unit)).pipe(Config.withDescription(describe(name)))
 
 /** A whole number of milliseconds from `least` (1 unless given) to `max`, with a default. */
 const millis = (name: string, fallback: number, max = 3_600_000, least = 1) => wholeNumber(name, fallback, least, max, " of milliseconds")
@@ -428,10 +434,7 @@ export const nodeExtraCaCerts = Config.option(Config.string("NODE_EXTRA_CA_CERTS
   Config.withDescription(describe("NODE_EXTRA_CA_CERTS"))
 )
 
-const slotsSetting = (name: string, most: number) =>
-  Config.option(Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a whole number from 1 to ${most}`, validation: (n) => n >= 1 && n <= most })
-  )).pipe(Config.withDescription(describe(name)))
+const slotsSetting = (name: string, most: number) => optionalWholeNumber(name, 1, most)
 
 /** Most deliveries to one receiver origin at once per replica (none: the worker's default, a quarter). */
 export const deliveryMaxPerOrigin = slotsSetting("DELIVERY_MAX_PER_ORIGIN", 128)
@@ -450,12 +453,6 @@ export const FairShares = Config.all({ deliveryMaxPerOrigin, pushMaxPerBridge })
  */
 export const heapDefaults = (role: Role): { readonly semiSpaceMiB: number; readonly growthPercent: number } =>
   role === "worker" ? { semiSpaceMiB: 2, growthPercent: 50 } : { semiSpaceMiB: 8, growthPercent: 100 }
-
-/** A whole number from `least` to `most`, if set. */
-const optionalWholeNumber = (name: string, least: number, most: number, unit = "") =>
-  Config.option(Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a whole number${unit} from ${least} to ${most}`, validation: (n) => n >= least && n <= most })
-  )).pipe(Config.withDescription(describe(name)))
 
 /** The server's heap budget (Heap.bound): each setting, else its default for ROLE. */
 export const HeapSettings = Config.map(

@@ -5,7 +5,8 @@ import { HttpApiBuilder } from "@effect/platform"
 import { CrmPushJobs, Outcomes, Routing } from "@crm-relay/calls"
 import { Events } from "@crm-relay/contract"
 import { Accounts } from "@crm-relay/events"
-import { Effect, Layer, Option, Schema, Struct } from "effect"
+import { type Context, Effect, Layer, Option, Schema, Struct } from "effect"
+import type { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
 import * as Replay from "./Replay.js"
 import { OutcomeConflict, outcomeAsStored, type OutcomeView, PushSucceeded, type PushJobView } from "@crm-relay/contract/InternalApi/CallsApi"
@@ -19,6 +20,15 @@ export const messages = {
   outcomeConflict: (callId: string) =>
     `Call ${callId} already has a different outcome; an outcome is accepted once per call.`
 } as const
+
+/** `outcomes.accept` with its failures as the API answers them (404 for the account, 409 for the call): the router's handler and the outcome path's. */
+export const acceptOutcome = (outcomes: Context.Tag.Service<typeof Outcomes.Outcomes>, callId: string, outcome: CallOutcome) =>
+  outcomes.accept(callId, outcome).pipe(
+    Effect.catchTags({
+      UnknownAccount: unknownAccount,
+      OutcomeConflict: () => new OutcomeConflict({ error: messages.outcomeConflict(callId) })
+    })
+  )
 
 // The listing's `status` parameter was checked by its pattern; this only narrows the type.
 const decodeStatuses = Schema.decodeUnknownSync(Schema.Array(CrmPushJobs.PushStatus))
@@ -50,13 +60,7 @@ const OutcomesLive = HttpApiBuilder.group(InternalApi, "outcomes", (handlers) =>
     const outcomes = yield* Outcomes.Outcomes
     const jobs = yield* CrmPushJobs.CrmPushJobs
     return handlers
-      .handle("accept", ({ path, payload }) =>
-        outcomes.accept(path.callId, payload).pipe(
-          Effect.catchTags({
-            UnknownAccount: unknownAccount,
-            OutcomeConflict: () => new OutcomeConflict({ error: messages.outcomeConflict(path.callId) })
-          })
-        ))
+      .handle("accept", ({ path, payload }) => acceptOutcome(outcomes, path.callId, payload))
       .handle("find", ({ path }) =>
         Effect.gen(function*() {
           const stored = yield* outcomes.find(path.callId)

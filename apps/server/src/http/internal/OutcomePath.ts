@@ -16,7 +16,6 @@ import { HttpServerError, HttpServerResponse } from "@effect/platform"
 import { Outcomes } from "@crm-relay/calls"
 import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { Accepted } from "@crm-relay/contract/Calls"
-import { unknownAccount } from "@crm-relay/contract/InternalApi"
 import { OutcomeConflict } from "@crm-relay/contract/InternalApi/CallsApi"
 import { Events } from "@crm-relay/contract"
 import { ErrorResponses } from "@crm-relay/events"
@@ -26,7 +25,7 @@ import { performance } from "node:perf_hooks"
 import * as AnswerBeforeRouter from "../AnswerBeforeRouter.js"
 import type { Shortcut } from "../HttpConnections.js"
 import type { RefusalLog } from "../RefusalLog.js"
-import { messages as callsMessages } from "./CallsApiLive.js"
+import { acceptOutcome } from "./CallsApiLive.js"
 
 /** The route template in access lines, metrics and the span (as the router names it). */
 export const ROUTE = "/v1/calls/:callId/outcome"
@@ -45,16 +44,13 @@ const decodeOutcome = Schema.decodeUnknownEither(CallOutcome)
 const encodeAccepted = Schema.encodeSync(Accepted)
 const encodeConflict = Schema.encodeSync(OutcomeConflict.wire)
 
-/** The declared body length of the plain case: digits within the cap (a transfer coding or none: not plain). */
-const plainLength = (request: Http.IncomingMessage): number | undefined => {
+/** Whether the body is declared as the plain case has it: a length in digits within the cap, no transfer coding. */
+const plainLength = (request: Http.IncomingMessage): boolean => {
   const length = request.headers["content-length"]
-  if (length === undefined || request.headers["transfer-encoding"] !== undefined || !/^[0-9]{1,6}$/.test(length)) return undefined
+  if (length === undefined || request.headers["transfer-encoding"] !== undefined || !/^[0-9]{1,6}$/.test(length)) return false
   const bytes = Number(length)
-  return bytes > 0 && bytes <= ErrorResponses.MAX_BODY_BYTES ? bytes : undefined
+  return bytes > 0 && bytes <= ErrorResponses.MAX_BODY_BYTES
 }
-
-const isJson = (request: Http.IncomingMessage): boolean =>
-  (request.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase() === "application/json"
 
 /** The internal port's POST /v1/calls/{callId}/outcome path (see the module comment), for `serveApi`'s shortcut. */
 export const shortcut = (options: {
@@ -78,17 +74,10 @@ export const shortcut = (options: {
       if (Either.isLeft(decoded)) {
         return Effect.succeed(ErrorResponses.badRequest(ErrorResponses.decodeFailureSentence(decoded.left)))
       }
-      return outcomes.accept(callId, decoded.right).pipe(
+      return acceptOutcome(outcomes, callId, decoded.right).pipe(
         Effect.map((accepted) => HttpServerResponse.unsafeJson(encodeAccepted(accepted), { status: 202 })),
-        Effect.catchTags({
-          UnknownAccount: () => Effect.fail(unknownAccount()),
-          OutcomeConflict: () =>
-            Effect.succeed(
-              HttpServerResponse.unsafeJson(encodeConflict(new OutcomeConflict({ error: callsMessages.outcomeConflict(callId) })), {
-                status: 409
-              })
-            )
-        })
+        // Its status is the API's declaration, which this path has no router to read: encoded here.
+        Effect.catchTag("OutcomeConflict", (conflict) => Effect.succeed(HttpServerResponse.unsafeJson(encodeConflict(conflict), { status: 409 })))
       )
     }
 
@@ -97,9 +86,8 @@ export const shortcut = (options: {
     return ((request, response, queued) => {
       if (queued || request.method !== "POST") return false
       const target = TARGET.exec(request.url ?? "")
-      if (target === null || request.httpVersion !== "1.1" || request.headers.host === undefined || !isJson(request)) return false
-      const length = plainLength(request)
-      if (length === undefined) return false
+      if (target === null || request.httpVersion !== "1.1" || request.headers.host === undefined) return false
+      if (!ErrorResponses.isJson(request) || !plainLength(request)) return false
       if (!options.adminToken(Redacted.make((request.headers.authorization ?? "").slice(BEARER_LENGTH)))) return false
       const started = performance.now()
       const address = request.socket.remoteAddress

@@ -16,7 +16,6 @@ import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
 import { Events } from "@crm-relay/contract"
 import { ErrorResponses, EventApiLive } from "@crm-relay/events"
 import { type Cause, Effect, Option, Runtime, Schema } from "effect"
-import type * as Http from "node:http"
 import { performance } from "node:perf_hooks"
 import * as AnswerBeforeRouter from "../AnswerBeforeRouter.js"
 import type { Shortcut } from "../HttpConnections.js"
@@ -39,12 +38,6 @@ const limitOf = (query: string | undefined): number | undefined => {
   return Option.getOrUndefined(Option.map(decodeParams(params), (decoded) => decoded.limit))
 }
 
-/** Whether `request` says it carries a body (a length other than 0, or a transfer coding). */
-const hasBody = (request: Http.IncomingMessage): boolean => {
-  const length = request.headers["content-length"]
-  return (length !== undefined && length !== "0") || request.headers["transfer-encoding"] !== undefined
-}
-
 /** The public port's GET /perform-list path (see the module comment), for `serveApi`'s shortcut. */
 export const shortcut = (options: { readonly trusted: ReadonlyArray<AddressPolicy.Cidr> }) => (refusals: RefusalLog) =>
   Effect.gen(function*() {
@@ -61,7 +54,7 @@ export const shortcut = (options: { readonly trusted: ReadonlyArray<AddressPolic
     return ((request, response, queued) => {
       if (queued || request.method !== "GET") return false
       const target = TARGET.exec(request.url ?? "")
-      if (target === null || request.httpVersion !== "1.1" || request.headers.host === undefined || hasBody(request)) return false
+      if (target === null || request.httpVersion !== "1.1" || request.headers.host === undefined || ErrorResponses.hasBody(request)) return false
       const limit = limitOf(target[1])
       if (limit === undefined) return false
       const started = performance.now()
