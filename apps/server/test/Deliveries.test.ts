@@ -21,7 +21,7 @@ import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver, type Receiver } from "./support/Pipeline.js"
 import { tempDir } from "./support/TempDir.js"
-import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, jsonWith, layerServer, request } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, jsonWith, layerServer, leadOutcome, request } from "./support/TestServer.js"
 
 type Json = Record<string, unknown>
 
@@ -60,27 +60,10 @@ const subscribedAccount = (hookPath: string) =>
     return { accountId, key }
   })
 
-const outcome = (accountId: string): Json => ({
-  account_id: accountId,
-  tenant_id: "t-1",
-  classification: "lead",
-  source: "Acme Receptionist (phone)",
-  tags: [],
-  caller: {
-    full_name: "Ada Lovelace",
-    first_name: "Ada",
-    last_name: "Lovelace",
-    phones: ["+1 555 0100"],
-    emails: ["ada@example.com"],
-    address: "1 Analytical Way"
-  },
-  lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "normal" }
-})
-
 const postOutcome = (accountId: string) =>
   Effect.gen(function*() {
     const callId = `call-${randomUUID()}`
-    const accepted = yield* admin("POST", `/v1/calls/${callId}/outcome`, outcome(accountId))
+    const accepted = yield* admin("POST", `/v1/calls/${callId}/outcome`, leadOutcome(accountId))
     expect(accepted.status).toBe(202)
     return callId
   })

@@ -11,9 +11,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { Eventually, RawHttp } from "@crm-relay/testing"
 import { Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
-import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import * as LogCapture from "./support/LogCapture.js"
-import { accountWithKey, ADMIN_TOKEN, bearer, request, TestServerLive, urls } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, leadOutcome, requestsCounted, TestServerLive, urls } from "./support/TestServer.js"
 
 const capture = LogCapture.make()
 const ServerWithLogs = TestServerLive.pipe(Layer.provide(capture.layer))
@@ -22,24 +21,6 @@ const adminPort = Effect.map(urls, (u) => Number(new URL(u.admin).port))
 
 const exchange = (data: Buffer, expect: number) =>
   Effect.flatMap(adminPort, (port) => Effect.promise(() => RawHttp.exchange(port, data, { expect, timeoutMillis: 20_000 })))
-
-const outcome = (accountId: string, extra: Record<string, unknown> = {}) => ({
-  account_id: accountId,
-  tenant_id: "t-1",
-  classification: "lead",
-  source: "Acme Receptionist (phone)",
-  tags: [],
-  caller: {
-    full_name: "Ada Lovelace",
-    first_name: "Ada",
-    last_name: "Lovelace",
-    phones: ["+1 555 0100"],
-    emails: ["ada@example.com"],
-    address: "1 Analytical Way"
-  },
-  lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "normal" },
-  ...extra
-})
 
 /** The same POST in HTTP/1.1 (the plain case) and in HTTP/1.0 (the router's path). */
 const both = (callId: string, body: string, authorization = `Bearer ${ADMIN_TOKEN}`) => {
@@ -71,7 +52,7 @@ describe("POST /v1/calls/{callId}/outcome before the router", () => {
     it.effect("an outcome accepted either way gets the same 202, and the same body again is the same duplicate", () =>
       Effect.gen(function*() {
         const { accountId } = yield* accountWithKey()
-        const body = JSON.stringify(outcome(accountId))
+        const body = JSON.stringify(leadOutcome(accountId))
         const fastId = `call-${randomUUID()}`
         const slowId = `call-${randomUUID()}`
         const first = yield* answers(both(fastId, body).plain, both(slowId, body).routed)
@@ -89,17 +70,17 @@ describe("POST /v1/calls/{callId}/outcome before the router", () => {
       Effect.gen(function*() {
         const { accountId } = yield* accountWithKey()
         const known = `call-${randomUUID()}`
-        expect((yield* exchange(both(known, JSON.stringify(outcome(accountId))).plain, 1)).answers[0]!.status).toBe(202)
+        expect((yield* exchange(both(known, JSON.stringify(leadOutcome(accountId))).plain, 1)).answers[0]!.status).toBe(202)
         const deep = `${"[".repeat(40)}${"]".repeat(40)}`
         for (const [callId, body, status] of [
           [`call-${randomUUID()}`, "{not json", 400],
           [`call-${randomUUID()}`, deep, 400],
           [`call-${randomUUID()}`, "[]", 400],
-          [`call-${randomUUID()}`, JSON.stringify(outcome(accountId, { classification: "Not A Word" })), 400],
-          [`call-${randomUUID()}`, JSON.stringify({ ...outcome(accountId), tenant_id: undefined }), 400],
-          [`call-${randomUUID()}`, JSON.stringify(outcome("not-a-uuid")), 400],
-          [`call-${randomUUID()}`, JSON.stringify(outcome(randomUUID())), 404],
-          [known, JSON.stringify(outcome(accountId, { classification: "spam" })), 409]
+          [`call-${randomUUID()}`, JSON.stringify(leadOutcome(accountId, { classification: "Not A Word" })), 400],
+          [`call-${randomUUID()}`, JSON.stringify({ ...leadOutcome(accountId), tenant_id: undefined }), 400],
+          [`call-${randomUUID()}`, JSON.stringify(leadOutcome("not-a-uuid")), 400],
+          [`call-${randomUUID()}`, JSON.stringify(leadOutcome(randomUUID())), 404],
+          [known, JSON.stringify(leadOutcome(accountId, { classification: "spam" })), 409]
         ] as const) {
           const { plain, routed } = both(callId, body)
           const { fast, slow } = yield* answers(plain, routed)
@@ -112,7 +93,7 @@ describe("POST /v1/calls/{callId}/outcome before the router", () => {
       Effect.gen(function*() {
         const { accountId } = yield* accountWithKey()
         for (const authorization of ["Bearer not-the-token", ""]) {
-          const { plain, routed } = both(`call-${randomUUID()}`, JSON.stringify(outcome(accountId)), authorization)
+          const { plain, routed } = both(`call-${randomUUID()}`, JSON.stringify(leadOutcome(accountId)), authorization)
           const { fast, slow } = yield* answers(plain, routed)
           expect(fast.status).toBe(401)
           expect(fast).toEqual(slow)
@@ -122,7 +103,7 @@ describe("POST /v1/calls/{callId}/outcome before the router", () => {
     it.effect("a connection's answers keep their order when a plain POST is followed, or preceded, by pipelined requests", () =>
       Effect.gen(function*() {
         const { accountId } = yield* accountWithKey()
-        const post = () => both(`call-${randomUUID()}`, JSON.stringify(outcome(accountId))).plain
+        const post = () => both(`call-${randomUUID()}`, JSON.stringify(leadOutcome(accountId))).plain
         const bad = both(`call-${randomUUID()}`, "{not json").plain
         const missing = RawHttp.format("GET", `/v1/calls/call-${randomUUID()}/outcome`, [["Host", "x"], ["Authorization", `Bearer ${ADMIN_TOKEN}`]])
         const cases: ReadonlyArray<readonly [ReadonlyArray<Buffer>, ReadonlyArray<number>]> = [
@@ -138,20 +119,12 @@ describe("POST /v1/calls/{callId}/outcome before the router", () => {
 
     it.effect("it writes the router's access line (route template, status, trace ids) and counts the request in the HTTP metrics", () =>
       Effect.gen(function*() {
-        const u = yield* urls
         const { accountId } = yield* accountWithKey()
         const series = { api: "internal", method: "POST", route: "/v1/calls/:callId/outcome", status: "202" }
-        const count = Effect.map(
-          request("GET", `${u.admin}/metrics`, { headers: bearer(ADMIN_TOKEN) }),
-          (scraped) =>
-            Number(
-              parsePrometheusTextFormat(scraped.text).find((f) => f.name === "crm_relay_http_requests_total")?.metrics
-                .find((m) => Object.entries(series).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0
-            )
-        )
+        const count = requestsCounted(series)
         const before = yield* count
         const linesBefore = (yield* LogCapture.ofKind(capture, "access")).filter((l) => l["route"] === series.route).length
-        expect((yield* exchange(both(`call-${randomUUID()}`, JSON.stringify(outcome(accountId))).plain, 1)).answers[0]!.status).toBe(202)
+        expect((yield* exchange(both(`call-${randomUUID()}`, JSON.stringify(leadOutcome(accountId))).plain, 1)).answers[0]!.status).toBe(202)
         const mine = Effect.map(LogCapture.ofKind(capture, "access"), (lines) => lines.filter((l) => l["route"] === series.route))
         yield* Eventually.eventually(Effect.map(mine, (lines) => lines.length > linesBefore))
         const line = (yield* mine).at(-1)!

@@ -9,9 +9,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Eventually, RawHttp } from "@crm-relay/testing"
 import { Effect, Layer } from "effect"
-import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import * as LogCapture from "./support/LogCapture.js"
-import { accountWithKey, ADMIN_TOKEN, bearer, request, TestServerLive, urls } from "./support/TestServer.js"
+import { accountWithKey, bearer, request, requestsCounted, TestServerLive, urls } from "./support/TestServer.js"
 
 const capture = LogCapture.make()
 const ServerWithLogs = TestServerLive.pipe(Layer.provide(capture.layer))
@@ -98,17 +97,9 @@ describe("GET /perform-list before the router", () => {
 
     it.effect("it writes the router's access line (route template, status, account id, trace ids) and counts the request in the HTTP metrics", () =>
       Effect.gen(function*() {
-        const u = yield* urls
         const { accountId, key } = yield* accountWithKey()
         const series = { api: "public", method: "GET", route: "/perform-list", status: "200" }
-        const count = Effect.map(
-          request("GET", `${u.admin}/metrics`, { headers: bearer(ADMIN_TOKEN) }),
-          (scraped) =>
-            Number(
-              parsePrometheusTextFormat(scraped.text).find((f) => f.name === "crm_relay_http_requests_total")?.metrics
-                .find((m) => Object.entries(series).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0
-            )
-        )
+        const count = requestsCounted(series)
         const before = yield* count
         expect((yield* exchange(both("/perform-list", `Bearer ${key}`).plain, 1)).answers[0]!.status).toBe(200)
         const mine = (line: Record<string, unknown>) => line["route"] === "/perform-list" && line["account_id"] === accountId

@@ -6,6 +6,7 @@
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, TestDatabase } from "@crm-relay/store"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import parsePrometheusTextFormat from "parse-prometheus-text-format"
 import * as Server from "../../src/http/Server.js"
 
 /** The admin token of test servers. */
@@ -109,3 +110,34 @@ export const bearer = (key: string) => ({ authorization: `Bearer ${key}` })
 
 /** JSON request headers with a key. */
 export const jsonWith = (key: string) => ({ ...bearer(key), "content-type": "application/json" })
+
+/** A call outcome of `accountId` classified as a lead (one delivery per lead subscription), `extra` over it. */
+export const leadOutcome = (accountId: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  account_id: accountId,
+  tenant_id: "t-1",
+  classification: "lead",
+  source: "Acme Receptionist (phone)",
+  tags: [],
+  caller: {
+    full_name: "Ada Lovelace",
+    first_name: "Ada",
+    last_name: "Lovelace",
+    phones: ["+1 555 0100"],
+    emails: ["ada@example.com"],
+    address: "1 Analytical Way"
+  },
+  lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "normal" },
+  ...extra
+})
+
+/** The requests of one series (`api`, `method`, `route`, `status`) the server in the context counted, scraped from /metrics. */
+export const requestsCounted = (series: Readonly<Record<string, string>>) =>
+  Effect.flatMap(urls, (u) =>
+    Effect.map(
+      request("GET", `${u.admin}/metrics`, { headers: bearer(ADMIN_TOKEN) }),
+      (scraped) =>
+        Number(
+          parsePrometheusTextFormat(scraped.text).find((f) => f.name === "crm_relay_http_requests_total")?.metrics
+            .find((m) => Object.entries(series).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0
+        )
+    ))
