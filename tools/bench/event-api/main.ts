@@ -7,7 +7,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:event-api -- \
  *     [--rounds 3] [--keys 400] [--requests-per-key 50] [--connections 50] [--pool 10] [--cpu-prof DIR]
- *     [--node-options FLAGS]
+ *     [--node-options FLAGS] [--baseline PATH]
  *
  * Every request carries a different key, round robin over `--keys` keys, and
  * each key makes `--requests-per-key` (< 60) requests in all, so no key ever
@@ -25,6 +25,13 @@
  * `--cpu-prof DIR` writes crm-relay's CPU profile there (Node's --cpu-prof)
  * when it stops; `--node-options FLAGS` runs crm-relay with those Node/V8
  * flags (NODE_OPTIONS), e.g. `--node-options --max-semi-space-size=16`.
+ * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`) serves
+ * too, on the same schema, in every round, the order rotating with the
+ * others, and prints its figures as `baseline` with the ratios of this
+ * checkout's to its: two builds compared in one run, where only figures of
+ * the same run compare. Both builds name their backends `crm-relay`, so the
+ * PostgreSQL CPU of a crm-relay round also counts the idle build's backends
+ * (next to nothing: only the loaded server queries).
  * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
  * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`;
  * MALLOC_ARENA_MAX set there is passed to crm-relay too (glibc's malloc arenas).
@@ -50,6 +57,7 @@ const pool = Argv.integer("pool", 10)
 const warmupKeys = Math.max(20, Math.floor(keys / 4))
 const cpuProfileDir = Argv.text("cpu-prof")
 const nodeOptions = Argv.text("node-options")
+const baselineBin = Argv.text("baseline")
 
 /** `count` integration keys over accounts of ten keys each, through the internal API. */
 const createKeys = (post: JsonRequest, adminUrl: string, adminToken: string, count: number) =>
@@ -86,6 +94,9 @@ const load = (url: string, keyList: ReadonlyArray<string>) =>
       }]
     })
   })
+
+/** The servers a run can measure. */
+type Name = "crm-relay" | "baseline" | "raw"
 
 /** One server under load for one round. */
 interface Round {
@@ -137,46 +148,59 @@ const main = Effect.gen(function*() {
   const database = yield* freshSchema(base.value)
   const admin = yield* PgClient.make({ url: base.value, maxConnections: 1 })
   const adminToken = randomBytes(24).toString("hex")
-  const server = yield* serve({
-    databaseUrl: database.url,
-    pool,
-    adminToken,
-    masterKey: randomBytes(32).toString("base64"),
-    cpuProfileDir,
-    nodeOptions,
-    stdout: "ignore",
-    logLevel: "Warning",
-    stopWithin: "15 seconds"
-  })
+  const crmRelay = (bin: string | undefined) =>
+    serve({
+      bin,
+      databaseUrl: database.url,
+      pool,
+      adminToken,
+      masterKey,
+      cpuProfileDir: bin === undefined ? cpuProfileDir : undefined,
+      nodeOptions,
+      stdout: "ignore",
+      logLevel: "Warning",
+      stopWithin: "15 seconds"
+    })
+  // One master key for both builds: they share the schema (and so its keys).
+  const masterKey = randomBytes(32).toString("base64")
+  const server = yield* crmRelay(undefined)
+  const other = baselineBin === undefined ? undefined : yield* crmRelay(baselineBin)
   const raw = yield* serveRaw({ databaseUrl: database.url, pool, sample: JSON.stringify([Events.SAMPLE_PREVIEW]) })
   const post = yield* jsonClient(16)
-  yield* Console.log(`crm-relay pid ${server.pid} at ${server.publicUrl}; raw pid ${raw.pid} at ${raw.url}`)
+  yield* Console.log(
+    `crm-relay pid ${server.pid} at ${server.publicUrl}; ${
+      other === undefined ? "" : `baseline (${baselineBin}) pid ${other.pid} at ${other.publicUrl}; `
+    }raw pid ${raw.pid} at ${raw.url}`
+  )
   yield* Console.log(`PostgreSQL ${database.version}; pool ${pool} each; ${connections} connections`)
 
-  // Every round of every server gets its own keys, so no key reaches the limit.
-  const all = yield* createKeys(post, server.adminUrl, adminToken, 2 * warmupKeys + 2 * rounds * keys)
-  const slice = (i: number, size: number, from: number) => all.slice(from + i * size, from + (i + 1) * size)
-  const servers = [
+  const servers: ReadonlyArray<{ readonly name: Name; readonly url: string; readonly pid: number; readonly applicationName: string }> = [
     { name: "crm-relay", url: server.publicUrl, pid: server.pid, applicationName: "crm-relay" },
+    ...(other === undefined ? [] : [{ name: "baseline" as const, url: other.publicUrl, pid: other.pid, applicationName: "crm-relay" }]),
     { name: "raw", url: raw.url, pid: raw.pid, applicationName: "crm-relay-bench-raw" }
-  ] as const
+  ]
+  // Every round of every server gets its own keys, so no key reaches the limit.
+  const n = servers.length
+  const all = yield* createKeys(post, server.adminUrl, adminToken, n * warmupKeys + n * rounds * keys)
+  const slice = (i: number, size: number, from: number) => all.slice(from + i * size, from + (i + 1) * size)
 
   yield* Console.log(`warm-up: ${warmupKeys * requestsPerKey} requests each`)
   yield* Effect.forEach(servers, (s, i) => load(s.url, slice(i, warmupKeys, 0)), { discard: true })
 
   yield* Console.log(`${rounds} rounds of ${keys * requestsPerKey} requests over ${keys} keys (${requestsPerKey} each, under 60/min)`)
-  const results: Record<"crm-relay" | "raw", Array<Round>> = { "crm-relay": [], raw: [] }
+  const results: Record<Name, Array<Round>> = { "crm-relay": [], baseline: [], raw: [] }
   for (let r = 0; r < rounds; r++) {
-    const order = r % 2 === 0 ? [0, 1] as const : [1, 0] as const
+    // Each server goes first in turn, so none is always measured on a machine its predecessor warmed.
+    const order = servers.map((_, i) => (i + r) % n)
     for (const i of order) {
-      const s = servers[i]
-      const round = yield* measure(admin, s.url, s.pid, s.applicationName, slice(r * 2 + i, keys, 2 * warmupKeys))
+      const s = servers[i]!
+      const round = yield* measure(admin, s.url, s.pid, s.applicationName, slice(r * n + i, keys, n * warmupKeys))
       results[s.name].push(round)
       yield* Console.log(`round ${r + 1}: ${describeRound(s.name, round)}`)
     }
   }
 
-  const summary = (name: "crm-relay" | "raw") => {
+  const summary = (name: Name) => {
     const list = results[name]
     return {
       reqPerSec: median(list.map((x) => x.reqPerSec)),
@@ -190,14 +214,24 @@ const main = Effect.gen(function*() {
   const ours = summary("crm-relay")
   const theirs = summary("raw")
   const [ourRss, rawRss] = yield* Effect.all([peakRssMiB(server.pid), peakRssMiB(raw.pid)])
+  const ratios = (a: Round, aRss: number, b: Round, bRss: number) =>
+    `throughput ${(a.reqPerSec / b.reqPerSec).toFixed(2)}x, CPU per request ${(a.cpuMsPerRequest / b.cpuMsPerRequest).toFixed(2)}x, PostgreSQL CPU per request ${
+      (a.pgCpuMsPerRequest / b.pgCpuMsPerRequest).toFixed(2)
+    }x, p50 ${(a.p50 / b.p50).toFixed(2)}x, p99 ${(a.p99 / b.p99).toFixed(2)}x, peak RSS ${(aRss / bRss).toFixed(2)}x`
   yield* Console.log(`medians of ${rounds} rounds:`)
   yield* Console.log(`${describeRound("crm-relay", ours)}  peak RSS ${ourRss.toFixed(1)} MiB`)
-  yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
-  yield* Console.log(
-    `crm-relay/raw: throughput ${(ours.reqPerSec / theirs.reqPerSec).toFixed(2)}x, CPU per request ${
-      (ours.cpuMsPerRequest / theirs.cpuMsPerRequest).toFixed(2)
-    }x, PostgreSQL CPU per request ${(ours.pgCpuMsPerRequest / theirs.pgCpuMsPerRequest).toFixed(2)}x, p50 ${(ours.p50 / theirs.p50).toFixed(2)}x, p99 ${(ours.p99 / theirs.p99).toFixed(2)}x, peak RSS ${(ourRss / rawRss).toFixed(2)}x`
-  )
+  if (other !== undefined) {
+    const before = summary("baseline")
+    const beforeRss = yield* peakRssMiB(other.pid)
+    yield* Console.log(`${describeRound("baseline", before)}  peak RSS ${beforeRss.toFixed(1)} MiB`)
+    yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
+    yield* Console.log(`crm-relay/raw: ${ratios(ours, ourRss, theirs, rawRss)}`)
+    yield* Console.log(`baseline/raw: ${ratios(before, beforeRss, theirs, rawRss)}`)
+    yield* Console.log(`crm-relay/baseline: ${ratios(ours, ourRss, before, beforeRss)}`)
+  } else {
+    yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
+    yield* Console.log(`crm-relay/raw: ${ratios(ours, ourRss, theirs, rawRss)}`)
+  }
 })
 
 void runMain(main)
