@@ -6,6 +6,7 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { EventApi, Events } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
+import * as Spans from "@crm-relay/store/Spans"
 import { Context, Effect, Layer, Metric, Option, Redacted, Schema } from "effect"
 import type * as Accounts from "./Accounts.js"
 import * as ErrorResponses from "./ErrorResponses.js"
@@ -140,8 +141,8 @@ export const makeKeyCheck = Effect.gen(function*() {
   })
 })
 
-/** The span of the key check, on every Event API request (without the call-site stack trace Effect.fn captures). */
-const keyCheckSpan = Effect.withSpan("IntegrationKeyAuth", { captureStackTrace: false })
+/** The span of the key check, on every Event API request (a hot path's span: see Spans). */
+const keyCheckSpan = Spans.hot("IntegrationKeyAuth")
 
 /** See `makeKeyCheck`. */
 export const IntegrationKeyAuthLive: Layer.Layer<EventApi.IntegrationKeyAuth, never, IntegrationKeys | Preview | FailedKeys.FailedKeys> =

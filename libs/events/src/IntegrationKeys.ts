@@ -14,6 +14,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import type * as Statement from "@effect/sql/Statement"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
+import * as Spans from "@crm-relay/store/Spans"
 import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { AccountId } from "./Accounts.js"
@@ -149,9 +150,8 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     }))
     const policy = yield* RateLimiter.RateLimitPolicyRef
 
-    // Runs on every Event API request: named by its span, without the call-site stack trace
-    // that Effect.fn captures on each call.
-    const authorizeSpan = Effect.withSpan("IntegrationKeys.authorize", { captureStackTrace: false })
+    // Runs on every Event API request: named by a hot path's span (see Spans).
+    const authorizeSpan = Spans.hot("IntegrationKeys.authorize")
     const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>, alongside: Alongside | undefined) {
       const secret = Redacted.value(token)
       if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()

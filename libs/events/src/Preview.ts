@@ -14,6 +14,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
 import { Events } from "@crm-relay/contract"
+import * as Spans from "@crm-relay/store/Spans"
 import { Effect, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
 
@@ -52,9 +53,8 @@ export class Preview extends Effect.Service<Preview>()("@crm-relay/events/Previe
         }))
       })
 
-    // Runs on every perform-list: named by its span, without the call-site stack trace that
-    // Effect.fn captures on each call.
-    const listSpan = Effect.withSpan("Preview.list", { captureStackTrace: false })
+    // Runs on a perform-list whose key check did not read the preview: a hot path's span (see Spans).
+    const listSpan = Spans.hot("Preview.list")
     const list = (accountId: AccountId, limit: number) =>
       sql<{ readonly records: unknown }>`SELECT ${latest(sql`${accountId}::uuid`, limit)} AS records`.pipe(
         Effect.orDie,
