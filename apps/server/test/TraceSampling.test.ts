@@ -53,6 +53,12 @@ describe("TraceSampling", () => {
       expect(span.attributes.has("db.query.text")).toBe(false)
     }))
 
+  it("records no new trace when no endpoint exports them, whatever OTEL_TRACES_SAMPLER_ARG says", () => {
+    expect(TraceSampling.recordedShare({ otlpEndpoint: Option.none(), sampleRatio: 0.1 })).toBe(0)
+    expect(TraceSampling.recordedShare({ otlpEndpoint: Option.none(), sampleRatio: 1 })).toBe(0)
+    expect(TraceSampling.recordedShare({ otlpEndpoint: Option.some("http://127.0.0.1:4318"), sampleRatio: 0.1 })).toBe(0.1)
+  })
+
   it.effect("ratio 1 leaves the tracer as it is", () =>
     Effect.gen(function*() {
       const recorded: Array<string> = []

@@ -109,7 +109,7 @@ export const table: ReadonlyArray<Setting> = [
   {
     name: "OTEL_TRACES_SAMPLER_ARG",
     default: "0.1",
-    description: "Share of new traces recorded (and exported when an endpoint is set), 0 to 1; a trace continued from a caller or a job keeps its decision; unrecorded spans cost next to nothing.",
+    description: "Share of new traces recorded and exported, 0 to 1, when OTEL_EXPORTER_OTLP_ENDPOINT is set (without an endpoint none is recorded: nothing would read it); a trace continued from a caller or a job keeps its decision; unrecorded spans cost next to nothing.",
     secret: false
   },
   { name: "OTEL_SERVICE_NAME", default: "crm-relay", description: "service.name of the exported traces.", secret: false },

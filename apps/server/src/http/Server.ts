@@ -253,6 +253,6 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
           Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
         ),
         // Set before anything is built, so every fiber of the server (requests, workers) samples.
-        Layer.provide(TraceSampling.layer(settings.tracing.sampleRatio))
+        Layer.provide(TraceSampling.layer(TraceSampling.recordedShare(settings.tracing)))
       ))
   )
