@@ -29,11 +29,22 @@ interface Instruments {
   readonly seconds: Metric.Metric.Histogram<number>
 }
 
-// Tagging a metric per update would rebuild its key every time: one pair per label set, built once.
-const instruments = new Map<string, Instruments>()
+/** The value of `key` in `map`, made by `make` the first time. */
+const entry = <K, V>(map: Map<K, V>, key: K, make: () => V): V => {
+  let value = map.get(key)
+  if (value === undefined) {
+    value = make()
+    map.set(key, value)
+  }
+  return value
+}
+
+// Tagging a metric per update would rebuild its key every time: one pair per label set, built once,
+// found by its labels one by one (joining them into one key cost a string per request).
+const instruments = new Map<string, Map<string, Map<string, Map<number, Instruments>>>>()
 const instrumentsFor = (api: string, method: string, route: string, status: number): Instruments => {
-  const id = `${api} ${method} ${route} ${status}`
-  let found = instruments.get(id)
+  const byStatus = entry(entry(entry(instruments, api, () => new Map()), method, () => new Map()), route, () => new Map())
+  let found = byStatus.get(status)
   if (found === undefined) {
     const labels = [
       MetricLabel.make("api", api),
@@ -45,7 +56,7 @@ const instrumentsFor = (api: string, method: string, route: string, status: numb
       requests: Metric.fromMetricKey(MetricKey.taggedWithLabels(requestsKey, labels)),
       seconds: Metric.fromMetricKey(MetricKey.taggedWithLabels(durationKey, labels))
     }
-    instruments.set(id, found)
+    byStatus.set(status, found)
   }
   return found
 }

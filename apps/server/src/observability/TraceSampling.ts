@@ -66,7 +66,8 @@ export const sampled = (tracer: Tracer.Tracer, ratio: number): Tracer.Tracer =>
       (parent._tag === "Some" ? parent.value.sampled : Math.random() < ratio)
         ? tracer.span(name, parent, context, links, startTime, kind, options)
         : new UnsampledSpan(name, parent, context, kind, startTime),
-    context: (f, fiber) => tracer.context(f, fiber)
+    // Called around every operation of every fiber: the tracer's own, not a call more.
+    context: tracer.context.bind(tracer)
   })
 
 /**

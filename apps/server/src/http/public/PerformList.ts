@@ -30,13 +30,16 @@ const TARGET = /^\/perform-list(?:\?(.*))?$/s
 
 const decodeParams = Schema.decodeUnknownOption(Events.PerformListParams)
 
+const decodeLimit = (params: unknown): number | undefined => Option.getOrUndefined(Option.map(decodeParams(params), (decoded) => decoded.limit))
+
+/** The limit of a request without a query (most polls), decoded once. */
+const bareLimit = decodeLimit({})
+
 /** The `limit` the handler would decode from `query`; none when it would refuse it. */
-const limitOf = (query: string | undefined): number | undefined => {
-  const params = query === undefined || query === ""
-    ? {}
-    : HttpServerRequest.searchParamsFromURL(new URL(`http://localhost/perform-list?${query}`))
-  return Option.getOrUndefined(Option.map(decodeParams(params), (decoded) => decoded.limit))
-}
+const limitOf = (query: string | undefined): number | undefined =>
+  query === undefined || query === ""
+    ? bareLimit
+    : decodeLimit(HttpServerRequest.searchParamsFromURL(new URL(`http://localhost/perform-list?${query}`)))
 
 /** The public port's GET /perform-list path (see the module comment), for `serveApi`'s shortcut. */
 export const shortcut = (options: { readonly trusted: ReadonlyArray<AddressPolicy.Cidr> }) => (refusals: RefusalLog) =>
