@@ -148,6 +148,8 @@ const main = Effect.gen(function*() {
   const database = yield* freshSchema(base.value)
   const admin = yield* PgClient.make({ url: base.value, maxConnections: 1 })
   const adminToken = randomBytes(24).toString("hex")
+  // One master key for both builds: they share the schema (and so its keys).
+  const masterKey = randomBytes(32).toString("base64")
   const crmRelay = (bin: string | undefined) =>
     serve({
       bin,
@@ -161,8 +163,6 @@ const main = Effect.gen(function*() {
       logLevel: "Warning",
       stopWithin: "15 seconds"
     })
-  // One master key for both builds: they share the schema (and so its keys).
-  const masterKey = randomBytes(32).toString("base64")
   const server = yield* crmRelay(undefined)
   const other = baselineBin === undefined ? undefined : yield* crmRelay(baselineBin)
   const raw = yield* serveRaw({ databaseUrl: database.url, pool, sample: JSON.stringify([Events.SAMPLE_PREVIEW]) })
@@ -219,18 +219,14 @@ const main = Effect.gen(function*() {
       (a.pgCpuMsPerRequest / b.pgCpuMsPerRequest).toFixed(2)
     }x, p50 ${(a.p50 / b.p50).toFixed(2)}x, p99 ${(a.p99 / b.p99).toFixed(2)}x, peak RSS ${(aRss / bRss).toFixed(2)}x`
   yield* Console.log(`medians of ${rounds} rounds:`)
+  const before = other === undefined ? undefined : { round: summary("baseline"), rss: yield* peakRssMiB(other.pid) }
   yield* Console.log(`${describeRound("crm-relay", ours)}  peak RSS ${ourRss.toFixed(1)} MiB`)
-  if (other !== undefined) {
-    const before = summary("baseline")
-    const beforeRss = yield* peakRssMiB(other.pid)
-    yield* Console.log(`${describeRound("baseline", before)}  peak RSS ${beforeRss.toFixed(1)} MiB`)
-    yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
-    yield* Console.log(`crm-relay/raw: ${ratios(ours, ourRss, theirs, rawRss)}`)
-    yield* Console.log(`baseline/raw: ${ratios(before, beforeRss, theirs, rawRss)}`)
-    yield* Console.log(`crm-relay/baseline: ${ratios(ours, ourRss, before, beforeRss)}`)
-  } else {
-    yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
-    yield* Console.log(`crm-relay/raw: ${ratios(ours, ourRss, theirs, rawRss)}`)
+  if (before !== undefined) yield* Console.log(`${describeRound("baseline", before.round)}  peak RSS ${before.rss.toFixed(1)} MiB`)
+  yield* Console.log(`${describeRound("raw", theirs)}  peak RSS ${rawRss.toFixed(1)} MiB`)
+  yield* Console.log(`crm-relay/raw: ${ratios(ours, ourRss, theirs, rawRss)}`)
+  if (before !== undefined) {
+    yield* Console.log(`baseline/raw: ${ratios(before.round, before.rss, theirs, rawRss)}`)
+    yield* Console.log(`crm-relay/baseline: ${ratios(ours, ourRss, before.round, before.rss)}`)
   }
 })
 

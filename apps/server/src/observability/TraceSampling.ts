@@ -13,6 +13,7 @@ import { Effect, Layer, Option, Tracer } from "effect"
 import { randomBytes } from "node:crypto"
 import type * as Context from "effect/Context"
 import type * as Exit from "effect/Exit"
+import type * as Settings from "../config/Settings.js"
 
 // Ids of stand-ins: a random per-process prefix and a counter, so making one costs no randomness.
 const idPrefix = randomBytes(8).toString("hex")
@@ -76,10 +77,8 @@ export const sampled = (tracer: Tracer.Tracer, ratio: number): Tracer.Tracer =>
  * request in ten cost the Event API about 6 % of its CPU for nothing). A caller's `traceparent` still
  * decides for its own trace, so the flag passed on downstream stays the caller's.
  */
-export const recordedShare = (settings: {
-  readonly otlpEndpoint: Option.Option<string>
-  readonly sampleRatio: number
-}): number => Option.isSome(settings.otlpEndpoint) ? settings.sampleRatio : 0
+export const recordedShare = (settings: Pick<Settings.TracingSettings, "otlpEndpoint" | "sampleRatio">): number =>
+  Option.isSome(settings.otlpEndpoint) ? settings.sampleRatio : 0
 
 /** Wraps the tracer in place when this Layer is built (provide it after any Layer that sets the tracer). */
 export const layer = (ratio: number): Layer.Layer<never> =>
