@@ -3,6 +3,7 @@
  * database, with helpers to seed accounts and keys and to make raw HTTP
  * requests (exact headers and bodies, as an automation platform sends them).
  */
+import { expect } from "@effect/vitest"
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, TestDatabase } from "@crm-relay/store"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
@@ -141,3 +142,19 @@ export const requestsCounted = (series: Readonly<Record<string, string>>) =>
             .find((m) => Object.entries(series).every(([k, v]) => m.labels?.[k] === v))?.value ?? 0
         )
     ))
+
+/**
+ * Expects `line` to be the access line the router writes for a request answered as `answered`
+ * (API, method, status): its message, a duration, the trace ids, and nothing of `secret`.
+ */
+export const expectAccessLine = (
+  line: Record<string, unknown>,
+  answered: { readonly api: string; readonly method: string; readonly status: number },
+  secret: string
+): void => {
+  expect(line).toMatchObject({ level: "info", msg: "http request", ...answered })
+  expect(typeof line["duration_ms"]).toBe("number")
+  expect(line["trace_id"]).toMatch(/^[0-9a-f]{32}$/)
+  expect(line["span_id"]).toMatch(/^[0-9a-f]{16}$/)
+  expect(JSON.stringify(line)).not.toContain(secret)
+}
