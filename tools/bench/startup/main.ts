@@ -15,7 +15,12 @@
  * through /usr/bin/time when the machine has it), the RSS of the idle server
  * `--idle-ms` after it is ready, the ratios to a bare Node start, and
  * whether each case meets its goal (issue 9's table).
- * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead. The data directory and the schema are removed at the end.
+ * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead.
+ * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`) runs
+ * every crm-relay case with that build too, on a data directory and a schema
+ * of its own, the two builds' order flipping every round, and prints this
+ * build against it: on a machine whose speed drifts, only builds measured in
+ * one run compare. The data directories and the schemas are removed at the end.
  */
 import { Config, Console, Data, Duration, Effect, Option, Redacted } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -33,6 +38,8 @@ import { runMain } from "../support/runMain.js"
 const BUILT = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
 /** `--bin PATH`: another checkout's binary to compare with (this checkout's by default). */
 const BIN = Argv.text("bin") ?? BUILT
+/** `--baseline PATH`: another build measured beside this one, round by round. */
+const BASELINE = Argv.text("baseline")
 const TIME = "/usr/bin/time"
 
 const rounds = Argv.integer("rounds", 7)
@@ -103,12 +110,12 @@ const readyz = (port: number) =>
     request.on("error", () => resume(Effect.succeed(0)))
   })
 
-/** Starts `crm-relay serve`, measures spawn → first /readyz 200, its RSS after `idleMs`, and stops it (SIGTERM). */
-const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
+/** Starts `bin serve`, measures spawn → first /readyz 200, its RSS after `idleMs`, and stops it (SIGTERM). */
+const serveUntilReady = (bin: string, env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
   Effect.gen(function*() {
     const adminPort = yield* freePort
     const started = performance.now()
-    const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], {
+    const child = ChildProcess.spawn(process.execPath, [bin, "serve"], {
       env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", PORTAL_PORT: "0", LOG_LEVEL: "Warning" },
       stdio: ["ignore", "ignore", "pipe"]
     })
@@ -131,6 +138,9 @@ const serveUntilReady = (env: Record<string, string>): Effect.Effect<Sample, Run
       return { ms, cpuMs, peakMiB: statusKiB(child.pid!, "VmHWM") / 1024, idleMiB: statusKiB(child.pid!, "VmRSS") / 1024 }
     }).pipe(Effect.ensuring(stop))
   })
+
+/** How the baseline build's cases are named. */
+const BASELINE_LABEL = " [baseline]"
 
 /** Issue 9's goals per case (wall time to exit or to the first /readyz 200; peak or idle RSS). */
 interface Goal {
@@ -180,34 +190,45 @@ const main = Effect.gen(function*() {
     ADMIN_TOKEN: randomBytes(24).toString("hex"),
     MASTER_KEY: randomBytes(32).toString("base64")
   }
-  const embedded = { ...common, DATA_DIR: Path.join(dataDir, "embedded") }
-  const postgres = yield* Option.match(base, {
-    onNone: () => Effect.succeed(Option.none<Record<string, string>>()),
-    onSome: (url) =>
-      Effect.map(freshSchema(url), (database) =>
-        Option.some({ ...common, DATA_DIR: Path.join(dataDir, "postgres"), DATABASE_URL: Redacted.value(database.url) }))
-  })
 
-  // The embedded database and the schema exist before the first round, as on any start but the first.
-  yield* Console.log("preparing: crm-relay migrate (embedded" + (Option.isSome(postgres) ? " and PostgreSQL)" : ")"))
-  yield* runToEnd([BIN, "migrate"], embedded)
-  if (Option.isSome(postgres)) yield* runToEnd([BIN, "migrate"], postgres.value)
-  // A first start fills Node's compile cache, as the first start after an install does.
-  yield* runToEnd([BIN, "--help"], embedded)
-  yield* serveUntilReady(embedded)
-
-  const cases: ReadonlyArray<readonly [name: string, run: Effect.Effect<Sample, RunFailed>]> = [
-    ["node -e 0", runToEnd(["-e", "0"], common)],
-    ["crm-relay --help", runToEnd([BIN, "--help"], embedded)],
-    ["serve → /readyz 200, embedded", serveUntilReady(embedded)],
-    ...Option.match(postgres, {
-      onNone: () => [],
-      onSome: (env) => [["serve → /readyz 200, PostgreSQL", serveUntilReady(env)] as const]
+  /** One build's crm-relay cases, on its own data directory and schema, prepared as any start but the first finds them. */
+  const casesOf = (bin: string, label: string) =>
+    Effect.gen(function*() {
+      const embedded = { ...common, DATA_DIR: Path.join(dataDir, `embedded${label}`) }
+      const postgres = yield* Option.match(base, {
+        onNone: () => Effect.succeed(Option.none<Record<string, string>>()),
+        onSome: (url) =>
+          Effect.map(freshSchema(url), (database) =>
+            Option.some({ ...common, DATA_DIR: Path.join(dataDir, `postgres${label}`), DATABASE_URL: Redacted.value(database.url) }))
+      })
+      // The embedded database and the schema exist before the first round, as on any start but the first.
+      yield* Console.log(`preparing${label}: crm-relay migrate (embedded` + (Option.isSome(postgres) ? " and PostgreSQL)" : ")"))
+      yield* runToEnd([bin, "migrate"], embedded)
+      if (Option.isSome(postgres)) yield* runToEnd([bin, "migrate"], postgres.value)
+      // A first start fills Node's compile cache, as the first start after an install does.
+      yield* runToEnd([bin, "--help"], embedded)
+      yield* serveUntilReady(bin, embedded)
+      const cases: ReadonlyArray<readonly [name: string, run: Effect.Effect<Sample, RunFailed>]> = [
+        [`crm-relay --help${label}`, runToEnd([bin, "--help"], embedded)],
+        [`serve → /readyz 200, embedded${label}`, serveUntilReady(bin, embedded)],
+        ...Option.match(postgres, {
+          onNone: () => [],
+          onSome: (env) => [[`serve → /readyz 200, PostgreSQL${label}`, serveUntilReady(bin, env)] as const]
+        })
+      ]
+      return { cases, postgres: Option.isSome(postgres) }
     })
-  ]
+  const measured = yield* casesOf(BIN, "")
+  const baseline = BASELINE === undefined ? undefined : yield* casesOf(BASELINE, BASELINE_LABEL)
+  const bare = [["node -e 0", runToEnd(["-e", "0"], common)] as const]
+  const cases = [...bare, ...measured.cases, ...(baseline?.cases ?? [])]
+  /** A round's order: the bare start, then the two builds' cases, the first of them alternating. */
+  const order = (round: number) =>
+    baseline === undefined || round % 2 === 1 ? cases : [...bare, ...baseline.cases, ...measured.cases]
+
   const samples = new Map<string, Array<Sample>>(cases.map(([name]) => [name, []]))
   for (let round = 1; round <= rounds; round++) {
-    for (const [name, run] of cases) samples.get(name)!.push(yield* run)
+    for (const [name, run] of order(round)) samples.get(name)!.push(yield* run)
     yield* Console.log(`round ${round}/${rounds}: ` + cases.map(([name]) => `${name} ${fmt(samples.get(name)!.at(-1)!.ms)} ms`).join(", "))
   }
 
@@ -227,17 +248,25 @@ const main = Effect.gen(function*() {
       `${name.padEnd(34)} ${fmt(s.ms).padStart(8)} ${fmt(s.cpuMs).padStart(7)} ${fmt(s.peakMiB).padStart(9)} ${fmt(s.idleMiB).padStart(9)}`
     )
   }
-  const bare = summary.get("node -e 0")!
+  const node = summary.get("node -e 0")!
   for (const [name, s] of summary) {
     if (name !== "node -e 0") {
-      yield* Console.log(`${name} / node -e 0: wall ${fmt(s.ms / bare.ms, 1)}×, CPU ${fmt(s.cpuMs / bare.cpuMs, 1)}×`)
+      yield* Console.log(`${name} / node -e 0: wall ${fmt(s.ms / node.ms, 1)}×, CPU ${fmt(s.cpuMs / node.cpuMs, 1)}×`)
+    }
+  }
+  if (baseline !== undefined) {
+    yield* Console.log(`baseline: ${BASELINE}`)
+    for (const [name] of measured.cases) {
+      const s = summary.get(name)!
+      const b = summary.get(name + BASELINE_LABEL)!
+      yield* Console.log(`${name}, this build / baseline: wall ${fmt(s.ms / b.ms, 2)}×, CPU ${fmt(s.cpuMs / b.cpuMs, 2)}×`)
     }
   }
   for (const [name, s] of summary) {
     const goal = goals[name]
     if (goal !== undefined) yield* Console.log(goalLine(name, goal, s))
   }
-  if (Option.isNone(postgres)) yield* Console.log("(no DATABASE_URL: the PostgreSQL case was not run)")
+  if (!measured.postgres) yield* Console.log("(no DATABASE_URL: the PostgreSQL case was not run)")
   if (!hasTime) yield* Console.log(`(no ${TIME}: no peak RSS for the runs that exit)`)
 })
 
