@@ -6,6 +6,7 @@
  * Released in reverse: workers stop, the APIs drain in-flight requests, then
  * the database closes.
  */
+import { Etag, FileSystem, HttpPlatform, type HttpRouter, Path } from "@effect/platform"
 import { Accounts, EventApiLive, FailedKeys, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
 import { Database, JobHandoffs, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
@@ -30,7 +31,7 @@ import * as PortalSite from "./portal/PortalSite.js"
 import * as MasterKey from "../config/MasterKey.js"
 import * as Metrics from "../observability/Metrics.js"
 import * as Reference from "./internal/Reference.js"
-import { serveApi } from "./serveApi.js"
+import * as ServeApi from "./serveApi.js"
 import { Readiness } from "./Readiness.js"
 import * as ServerFile from "../config/ServerFile.js"
 import * as TraceSampling from "../observability/TraceSampling.js"
@@ -92,8 +93,13 @@ export const defaultEdge: PublicEdge.PublicEdge = {
   trustedProxies: []
 }
 
-/** The services the public Event API's handlers use. */
-type EventApiServices = IntegrationKeys.IntegrationKeys | FailedKeys.FailedKeys | Subscriptions.Subscriptions | Preview.Preview
+/** The services the public Event API's handlers use, and its router's. */
+type EventApiServices =
+  | IntegrationKeys.IntegrationKeys
+  | FailedKeys.FailedKeys
+  | Subscriptions.Subscriptions
+  | Preview.Preview
+  | HttpRouter.HttpRouter.DefaultServices
 
 /**
  * Builds `layer` over the Event API's services alone. Every request fiber
@@ -105,7 +111,16 @@ const onlyEventApiServices = <A, E>(layer: Layer.Layer<A, E, EventApiServices>):
   Layer.scopedContext(
     Effect.flatMap(Effect.scope, (scope) =>
       Layer.buildWithScope(layer, scope).pipe(
-        Effect.mapInputContext(Context.pick(IntegrationKeys.IntegrationKeys, FailedKeys.FailedKeys, Subscriptions.Subscriptions, Preview.Preview))
+        Effect.mapInputContext(Context.pick(
+          IntegrationKeys.IntegrationKeys,
+          FailedKeys.FailedKeys,
+          Subscriptions.Subscriptions,
+          Preview.Preview,
+          HttpPlatform.HttpPlatform,
+          Etag.Generator,
+          FileSystem.FileSystem,
+          Path.Path
+        ))
       ))
   )
 
@@ -119,7 +134,7 @@ type WorkerServices =
 export const layerWithDatabase = (options: ServeOptions) => {
   const edge = options.edge ?? defaultEdge
   const internalMessages = { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput }
-  const internalApi = serveApi({
+  const internalApi = ServeApi.serveApi({
     api: InternalApiLive.layer(options.adminToken),
     host: options.adminHost,
     port: options.adminPort,
@@ -131,7 +146,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     shortcut: OutcomePath.shortcut({ adminToken: InternalApiLive.tokenCheck(options.adminToken), messages: internalMessages })
   })
   const publicApi = Workers.servesPublicApi(options.role)
-    ? onlyEventApiServices(serveApi({
+    ? onlyEventApiServices(ServeApi.serveApi({
       api: EventApiLive.layer,
       host: options.publicHost,
       port: options.port,
@@ -154,7 +169,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     : Layer.empty
   const portalOptions = options.portal
   const portal = portalOptions !== undefined && Workers.servesPublicApi(options.role)
-    ? serveApi({
+    ? ServeApi.serveApi({
       api: PortalApiLive.layer,
       host: portalOptions.host,
       port: portalOptions.port,
@@ -224,7 +239,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
     Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
     // One for the intake and the delivery runner: with ROLE all, the runner takes an outcome's deliveries from it.
-    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default))
+    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default, ServeApi.platform))
   )
 }
 
