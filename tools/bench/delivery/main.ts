@@ -370,7 +370,7 @@ const main = Effect.gen(function*() {
         const connectionsBefore = receiver.arrivals.connections
         const server = yield* startServer(env, drainRole, bin)
         const workerBefore = yield* cpuSeconds(server.pid)
-        const missing = yield* awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10))
+        const missing = yield* server.whileRunning(awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10)))
         const worker = (yield* cpuSeconds(server.pid)) - workerBefore
         const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), cpuBefore)
         const { first, last, latencies } = measure(receiver.arrivals, backlog)
@@ -390,15 +390,15 @@ const main = Effect.gen(function*() {
         const server = yield* startServer(env, "all", bin)
         if (warmup > 0) {
           const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, rate)
-          yield* awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60))
+          yield* server.whileRunning(awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60)))
         }
         const requests: Array<number> = []
         const live = yield* latencyOver(
           server.pid,
-          Effect.tap(
+          server.whileRunning(Effect.tap(
             postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-live`, latencyCount, rate, requests),
             (accepted) => awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
-          )
+          ))
         )
         requests.sort((a, b) => a - b)
         return { ...live, requestP50: percentile(requests, 50), requestP99: percentile(requests, 99) }

@@ -2,7 +2,8 @@
  * The real `crm-relay serve` binary as a child process of a benchmark, on
  * PostgreSQL, in a fresh DATA_DIR: started, awaited until it publishes its
  * addresses (DATA_DIR/server.json), and stopped with SIGTERM when the scope
- * ends. A server that exits before it listens fails the run at once.
+ * ends. A server that exits before it listens fails the run at once; one
+ * that exits while the bench waits on it (`whileRunning`) fails the wait.
  */
 import { Data, Duration, Effect, Option, Redacted, Schedule, Schema, type Scope } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -15,6 +16,9 @@ const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", impor
 
 /** The server did not come up: it exited, or published no address in time; `message` says which. */
 export class ServerNotListening extends Data.TaggedError("ServerNotListening")<{ readonly message: string }> {}
+
+/** The server exited while a bench was waiting on it; `message` says how it ended. */
+export class ServerExited extends Data.TaggedError("ServerExited")<{ readonly message: string }> {}
 
 /** How to run one server. */
 export interface ServeOptions {
@@ -45,7 +49,17 @@ export interface RunningServer {
   readonly pid: number
   readonly adminUrl: string
   readonly publicUrl: string
+  /**
+   * Runs `effect`, failing it with `ServerExited` as soon as the server exits:
+   * a wait for deliveries that a dead server will never make ends then, not
+   * at its timeout.
+   */
+  readonly whileRunning: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | ServerExited, R>
 }
+
+/** `code 1`, `signal SIGKILL`: how a child process ended. */
+const howItEnded = (child: ChildProcess.ChildProcess): string =>
+  child.signalCode !== null ? `signal ${child.signalCode}` : `code ${child.exitCode}`
 
 /** NODE_OPTIONS of the server, when it has any. */
 const nodeOptions = (options: ServeOptions): Record<string, string> => {
@@ -126,7 +140,18 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       onSome: Effect.succeed
     })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(180)))))
     const info = yield* Effect.raceFirst(published, exited)
-    return { pid: child.pid!, ...info }
+    const died = Effect.async<never, ServerExited>((resume) => {
+      const fail = () =>
+        resume(Effect.fail(new ServerExited({ message: `crm-relay serve (pid ${child.pid}) exited (${howItEnded(child)}) while the bench waited on it; its errors are above.` })))
+      if (child.exitCode !== null || child.signalCode !== null) return fail()
+      child.once("exit", fail)
+      return Effect.sync(() => child.off("exit", fail))
+    })
+    return {
+      pid: child.pid!,
+      ...info,
+      whileRunning: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.raceFirst(effect, died)
+    }
   })
 
 /** Peak resident set size of `pid` in MiB (Linux: VmHWM). */
