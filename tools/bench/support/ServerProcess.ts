@@ -126,12 +126,15 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
           child.kill("SIGTERM")
         }).pipe(Effect.timeout(options.stopWithin), Effect.ignore)
     )
-    const exited = Effect.async<never, ServerNotListening>((resume) => {
-      const fail = (code: number | null) =>
-        resume(Effect.fail(new ServerNotListening({ message: `crm-relay serve exited (code ${code}) before it listened; its errors are above.` })))
-      if (child.exitCode !== null || child.signalCode !== null) return fail(child.exitCode)
-      child.once("exit", fail)
-    })
+    /** Fails with `error(how it ended)` once the server exits (at once if it has); stops listening when interrupted. */
+    const exitOf = <E>(error: (how: string) => E) =>
+      Effect.async<never, E>((resume) => {
+        const fail = () => resume(Effect.fail(error(howItEnded(child))))
+        if (child.exitCode !== null || child.signalCode !== null) return fail()
+        child.once("exit", fail)
+        return Effect.sync(() => child.off("exit", fail))
+      })
+    const exited = exitOf((how) => new ServerNotListening({ message: `crm-relay serve exited (${how}) before it listened; its errors are above.` }))
     const readServerFile = Effect.sync(() =>
       Option.liftThrowable(() => Fs.readFileSync(Path.join(dataDir, "server.json"), "utf8"))().pipe(Option.flatMap(decodeServerFile))
     )
@@ -140,13 +143,8 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       onSome: Effect.succeed
     })).pipe(Effect.retry(Schedule.spaced(Duration.millis(200)).pipe(Schedule.upTo(Duration.seconds(180)))))
     const info = yield* Effect.raceFirst(published, exited)
-    const died = Effect.async<never, ServerExited>((resume) => {
-      const fail = () =>
-        resume(Effect.fail(new ServerExited({ message: `crm-relay serve (pid ${child.pid}) exited (${howItEnded(child)}) while the bench waited on it; its errors are above.` })))
-      if (child.exitCode !== null || child.signalCode !== null) return fail()
-      child.once("exit", fail)
-      return Effect.sync(() => child.off("exit", fail))
-    })
+    const died = exitOf((how) =>
+      new ServerExited({ message: `crm-relay serve (pid ${child.pid}) exited (${how}) while the bench waited on it; its errors are above.` }))
     return {
       pid: child.pid!,
       ...info,
