@@ -1,21 +1,31 @@
 /**
  * Entry point of the `crm-relay` binary.
  */
-import { ValidationError } from "@effect/cli"
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit, Layer, Option } from "effect"
-import { AdminError } from "./cli/AdminError.js"
-import * as Cli from "./cli/Cli.js"
+import { Cause, Console, Effect, Exit, Option } from "effect"
+import { AdminError, UsageError } from "./cli/AdminError.js"
+import type * as Cli from "./cli/Cli.js"
 import * as Logging from "./observability/Logging.js"
 
 type Failure = Effect.Effect.Error<ReturnType<typeof Cli.run>>
 
+/**
+ * The command line, parsed by @effect/cli (cli/Cli) — except `crm-relay
+ * serve` alone: it takes no options, so it runs without loading the parser
+ * and the other commands (a fifth of the server's start-up). Anything else
+ * (`serve --help`, `serve x`) goes through the parser as before.
+ */
+const program = (argv: ReadonlyArray<string>): Effect.Effect<void, Failure> =>
+  argv.length === 3 && argv[2] === "serve"
+    ? Effect.flatMap(Effect.promise(() => import("./cli/Serve.js")), (serve) => serve.serve)
+    : Effect.flatMap(Effect.promise(() => import("./cli/Cli.js")), (cli) => cli.run(argv))
+
 /** One sentence for the operator; none when the CLI already printed it. */
 const explain = (error: Failure): Option.Option<string> => {
-  // @effect/cli has printed its own usage errors.
-  if (ValidationError.isValidationError(error)) return Option.none()
   switch (error._tag) {
+    // @effect/cli has printed its own usage errors.
+    case "UsageError":
+      return Option.none()
     case "AdminError":
     case "DataDirInUse":
     case "MasterKeyError":
@@ -40,19 +50,18 @@ const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
   return Option.match(Cause.failureOption(exit.cause), {
     onNone: () => 1,
-    onSome: (error) =>
-      ValidationError.isValidationError(error) || (error instanceof AdminError && error.invalid === true) ? 2 : 1
+    onSome: (error) => error instanceof UsageError || (error instanceof AdminError && error.invalid === true) ? 2 : 1
   })
 }
 
-const main = Effect.suspend(() => Cli.run(process.argv)).pipe(
+const main = program(process.argv).pipe(
   Effect.tapErrorCause((cause) =>
     Option.match(Cause.failureOption(cause), {
       onNone: () => (Cause.isInterruptedOnly(cause) ? Effect.void : Effect.logFatal("crm-relay failed", cause)),
       onSome: (error) => Option.match(explain(error), { onNone: () => Effect.void, onSome: (text) => Console.error(text) })
     })
   ),
-  Effect.provide(Layer.merge(NodeContext.layer, Logging.bootstrap))
+  Effect.provide(Logging.bootstrap)
 )
 
 /**

@@ -51,6 +51,15 @@ describe("the build (dist/, made by nx build)", () => {
     }
   })
 
+  it("`crm-relay serve` loads no command-line parser: neither main.js nor the serve command's chunk holds @effect/cli or another command", () => {
+    const build = meta()
+    const serve = Object.entries(build.outputs).find(([, output]) => output.entryPoint === "src/cli/Serve.ts")?.[0]
+    expect(serve).toBeDefined()
+    const inputs = [...loadedAtStart(build).inputs, ...loadedAtStart(build, serve).inputs]
+    expect(inputs.filter((input) => input.includes("/node_modules/@effect/cli/") || input.includes("/node_modules/@effect/printer"))).toEqual([])
+    expect(inputs.filter((input) => /\/src\/cli\/(Cli|Help|[A-Za-z]+Cli)\.ts$/.test(input))).toEqual([])
+  })
+
   it("serve loads the API reference page (3 MB of script) only when it is asked for", () => {
     const build = meta()
     const server = Object.entries(build.outputs).find(([, output]) => output.entryPoint === "src/http/Server.ts")?.[0]

@@ -14,6 +14,12 @@ export class AdminError extends Data.TaggedError("AdminError")<{
   readonly invalid?: boolean
 }> {}
 
+/**
+ * The command line was refused (an unknown option, a missing or invalid
+ * value): @effect/cli has printed why, with the usage. Exit code 2.
+ */
+export class UsageError extends Data.TaggedError("UsageError")<{ readonly cause: unknown }> {}
+
 /** The request was refused because of what it asked: exit code 2. */
 export const refused = (message: string): AdminError => new AdminError({ message, invalid: true })
 

@@ -3,47 +3,27 @@
  * the environment (see Settings) and works whether or not a server is
  * running: see cli/DataAccess for how it reaches the data.
  */
-import { Command, Options } from "@effect/cli"
-import { Console, type Context, Effect, Layer, Option, Redacted } from "effect"
+import { Command, Options, ValidationError } from "@effect/cli"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { Console, type Context, Effect, Option, Redacted } from "effect"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
 import * as BridgeCli from "./BridgeCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
-import { refused } from "./AdminError.js"
+import { refused, UsageError } from "./AdminError.js"
 import * as Help from "./Help.js"
 import { json, print } from "./Output.js"
 import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
-import * as Logging from "../observability/Logging.js"
-import * as Heap from "../config/Heap.js"
-import * as Settings from "../config/Settings.js"
-import * as Tracing from "../observability/Tracing.js"
+import * as Serve from "./Serve.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
 // database driver and no HTTP stack, and a CLI command no server.
 const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.AdminOperations>) => Effect.Effect<A, E>) =>
   Effect.flatMap(Effect.promise(() => import("./AdminOperations.js")), (admin) => admin.withOperations(f))
 
-const serve = Command.make("serve", {}, () =>
-  Effect.gen(function*() {
-    const settings = yield* Settings.Settings
-    // Before the server's code loads: its start-up is the first burst of allocation.
-    const heap = yield* Heap.bound(settings.heap)
-    const Server = yield* Effect.promise(() => import("../http/Server.js"))
-    const budget = Effect.logInfo("heap budget").pipe(
-      Effect.annotateLogs({ heap_semi_space_mib: heap.semiSpaceMiB, heap_growth_percent: heap.growthPercent })
-    )
-    return yield* Effect.zipRight(budget, Layer.launch(Server.layer(settings).pipe(Layer.tap(() => Heap.releaseAfterStart)))).pipe(
-      Effect.provide(Tracing.fromSettings(settings.tracing)),
-      Effect.provide(Logging.layer(settings.logLevel, "stdout"))
-    )
-  })).pipe(
-    Command.withDescription(
-      "Run the server and its workers, as ROLE says. The public Event API listens on PORT, the internal API on " +
-        "ADMIN_HOST:ADMIN_PORT (Bearer ADMIN_TOKEN), the Integrations area on PORTAL_HOST:PORTAL_PORT. Migrates the database first. Stops cleanly on SIGTERM or SIGINT."
-    )
-  )
+const serve = Command.make("serve", {}, () => Serve.serve).pipe(Command.withDescription(Serve.description))
 
 const migrate = Command.make("migrate", { json }, ({ json }) =>
   withOperations((operations) =>
@@ -151,7 +131,10 @@ export const run = (argv: ReadonlyArray<string>) => {
   const request = Help.resolve(commands, argv.slice(2))
   switch (request._tag) {
     case "Run":
-      return runCommand(argv)
+      return runCommand(argv).pipe(
+        Effect.catchIf(ValidationError.isValidationError, (cause) => Effect.fail(new UsageError({ cause }))),
+        Effect.provide(NodeContext.layer)
+      )
     case "Unknown":
       return Effect.fail(refused(Help.unknown(commands, request.path, request.word)))
     case "Help":
