@@ -21,6 +21,16 @@
  * of its own, the two builds' order flipping every round, and prints this
  * build against it: on a machine whose speed drifts, only builds measured in
  * one run compare. The data directories and the schemas are removed at the end.
+ *
+ * `--instructions` counts instead of timing: every case runs under
+ * valgrind's callgrind, and the figure is the number of instructions the
+ * process executed (all its threads) until it exited or, for `serve`, logged
+ * that it is serving (see serveUntilReady). Each start is some 50 times
+ * slower, but the count varies by 1 to 4 % from one run to the next (V8's
+ * background threads), whatever else the machine is doing, where wall and
+ * CPU times here drift by 10 to 25 % within the hour. One round by default; needs `valgrind`
+ * (Debian: `apt-get install valgrind`). The goals are wall times, so this
+ * mode judges none.
  */
 import { Config, Console, Data, Duration, Effect, Option, Redacted } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -42,18 +52,51 @@ const BIN = Argv.text("bin") ?? BUILT
 const BASELINE = Argv.text("baseline")
 const TIME = "/usr/bin/time"
 
-const rounds = Argv.integer("rounds", 7)
+/** `--instructions`: count instructions under callgrind instead of timing (see above). */
+const INSTRUCTIONS = Argv.flag("instructions")
+const rounds = Argv.integer("rounds", INSTRUCTIONS ? 1 : 7)
 const idleMs = Argv.integer("idle-ms", 2000, 0)
 
 /** A run did not end as it should; `message` says how. */
 class RunFailed extends Data.TaggedError("RunFailed")<{ readonly message: string }> {}
 
-/** One measured run: wall time, CPU time (user + system), peak RSS and (for servers) RSS when idle, in ms and MiB. */
+/**
+ * One measured run: wall time, CPU time (user + system), peak RSS and (for
+ * servers) RSS when idle, in ms and MiB; with `--instructions`, the
+ * instructions executed (and the rest NaN).
+ */
 interface Sample {
   readonly ms: number
   readonly cpuMs: number
   readonly peakMiB: number
   readonly idleMiB: number
+  readonly instructions: number
+}
+
+/** What a run under `--instructions` measures: nothing but its instructions. */
+const counted = (instructions: number): Sample => ({
+  ms: Number.NaN,
+  cpuMs: Number.NaN,
+  peakMiB: Number.NaN,
+  idleMiB: Number.NaN,
+  instructions
+})
+
+/** Where callgrind writes its counts (`--instructions`): one file per process, and per dump. */
+const callgrindDir = INSTRUCTIONS ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-callgrind-")) : ""
+
+/** `valgrind` with callgrind, writing its counts for process PID to `callgrindDir/cg.PID` (`.N` for a dump). */
+const underCallgrind = (argv: ReadonlyArray<string>): [string, Array<string>] => [
+  "valgrind",
+  ["--tool=callgrind", `--callgrind-out-file=${Path.join(callgrindDir, "cg.%p")}`, process.execPath, ...argv]
+]
+
+/** The instructions callgrind counted for `pid`: in its dump `part` (1: the first), or at its exit (0). */
+const instructionsOf = (pid: number, part: number): number => {
+  const file = Path.join(callgrindDir, part === 0 ? `cg.${pid}` : `cg.${pid}.${part}`)
+  const text = Fs.readFileSync(file, "utf8")
+  Fs.rmSync(file, { force: true })
+  return Number(/^(?:summary|totals): (\d+)/m.exec(text)?.[1] ?? Number.NaN)
 }
 
 const hasTime = Fs.existsSync(TIME)
@@ -67,10 +110,16 @@ const cpuMsOf = (pid: number): number => {
   return (Number(fields[11]) + Number(fields[12])) * 10
 }
 
-/** Runs `node ...args` to its end (exit code 0); the peak RSS comes from /usr/bin/time when present. */
-const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
+/**
+ * Runs `node ...args` to its end (exit code 0); the peak RSS comes from
+ * /usr/bin/time when present. Under callgrind when `count` (`--instructions`;
+ * never for preparing).
+ */
+const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>, count = INSTRUCTIONS): Effect.Effect<Sample, RunFailed> =>
   Effect.async<Sample, RunFailed>((resume) => {
-    const [command, argv] = hasTime
+    const [command, argv] = count
+      ? underCallgrind(args)
+      : hasTime
       ? [TIME, ["-f", "%M %U %S", process.execPath, ...args]]
       : [process.execPath, [...args]]
     const started = performance.now()
@@ -80,12 +129,18 @@ const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>): Eff
     child.on("exit", (code) => {
       const ms = performance.now() - started
       if (code !== 0) return resume(Effect.fail(new RunFailed({ message: `node ${args.join(" ")} exited ${code}: ${stderr}` })))
+      if (count) {
+        // The other files of the run (a dump per thread, if any) go with the directory at the end.
+        for (const file of Fs.readdirSync(callgrindDir)) if (file.startsWith(`cg.${child.pid}`) && file !== `cg.${child.pid}`) Fs.rmSync(Path.join(callgrindDir, file))
+        return resume(Effect.succeed(counted(instructionsOf(child.pid!, 0))))
+      }
       const [peakKiB, user, system] = hasTime ? (stderr.trim().split("\n").at(-1) ?? "").split(" ").map(Number) : []
       resume(Effect.succeed({
         ms,
         cpuMs: ((user ?? Number.NaN) + (system ?? Number.NaN)) * 1000,
         peakMiB: (peakKiB ?? Number.NaN) / 1024,
-        idleMiB: Number.NaN
+        idleMiB: Number.NaN,
+        instructions: Number.NaN
       }))
     })
     return Effect.sync(() => child.kill("SIGKILL"))
@@ -110,34 +165,70 @@ const readyz = (port: number) =>
     request.on("error", () => resume(Effect.succeed(0)))
   })
 
-/** Starts `bin serve`, measures spawn → first /readyz 200, its RSS after `idleMs`, and stops it (SIGTERM). */
-const serveUntilReady = (bin: string, env: Record<string, string>): Effect.Effect<Sample, RunFailed> =>
+/** The line `serve` logs (at Info) once every listener is up and the workers have started. */
+const SERVING = `"msg":"crm-relay is serving"`
+
+/**
+ * Starts `bin serve`, measures spawn → first /readyz 200, its RSS after
+ * `idleMs`, and stops it (SIGTERM). Under callgrind when `count`: the
+ * instructions until it logs that it is serving (every listener up, the
+ * workers started). Not until /readyz: stretched some 50 times, the start
+ * reaches the timers it arms (the collection a second after start, the
+ * workers' polls) before the probe's answer, and the count would depend on
+ * how slow the machine was.
+ */
+const serveUntilReady = (bin: string, env: Record<string, string>, count = INSTRUCTIONS): Effect.Effect<Sample, RunFailed> =>
   Effect.gen(function*() {
     const adminPort = yield* freePort
     const started = performance.now()
-    const child = ChildProcess.spawn(process.execPath, [bin, "serve"], {
-      env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", PORTAL_PORT: "0", LOG_LEVEL: "Warning" },
-      stdio: ["ignore", "ignore", "pipe"]
+    const [command, argv] = count ? underCallgrind([bin, "serve"]) : [process.execPath, [bin, "serve"]]
+    const child = ChildProcess.spawn(command, argv, {
+      env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", PORTAL_PORT: "0", LOG_LEVEL: count ? "Info" : "Warning" },
+      stdio: ["ignore", count ? "pipe" : "ignore", "pipe"]
     })
     let stderr = ""
-    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.stderr!.on("data", (chunk) => (stderr += chunk))
+    let serving: number | undefined
+    if (count) {
+      let stdout = ""
+      child.stdout!.on("data", (chunk) => {
+        if (serving !== undefined) return
+        stdout += chunk
+        if (!stdout.includes(SERVING)) return
+        // At once, while the process has hardly gone on.
+        ChildProcess.execFileSync("callgrind_control", ["--dump=serving", String(child.pid)], { stdio: "ignore" })
+        serving = instructionsOf(child.pid!, 1)
+      })
+    }
     const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
     const stop = Effect.promise(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
       return exited
     }).pipe(Effect.timeout(Duration.seconds(30)), Effect.ignore, Effect.zipRight(Effect.sync(() => child.kill("SIGKILL"))))
     return yield* Effect.gen(function*() {
-      while ((yield* readyz(adminPort)) !== 200) {
+      while (count ? serving === undefined : (yield* readyz(adminPort)) !== 200) {
         if (child.exitCode !== null) return yield* new RunFailed({ message: `crm-relay serve exited ${child.exitCode}: ${stderr}` })
-        if (performance.now() - started > 300_000) return yield* new RunFailed({ message: "crm-relay serve was not ready within 300 s" })
+        if (performance.now() - started > readyWithin) {
+          return yield* new RunFailed({ message: `crm-relay serve was not ready within ${readyWithin / 1000} s` })
+        }
         yield* Effect.sleep(Duration.millis(5))
       }
+      if (serving !== undefined) return counted(serving)
       const ms = performance.now() - started
       const cpuMs = cpuMsOf(child.pid!)
       yield* Effect.sleep(Duration.millis(idleMs))
-      return { ms, cpuMs, peakMiB: statusKiB(child.pid!, "VmHWM") / 1024, idleMiB: statusKiB(child.pid!, "VmRSS") / 1024 }
+      return {
+        ms,
+        cpuMs,
+        peakMiB: statusKiB(child.pid!, "VmHWM") / 1024,
+        idleMiB: statusKiB(child.pid!, "VmRSS") / 1024,
+        instructions: Number.NaN
+      }
     }).pipe(Effect.ensuring(stop))
   })
+
+/** How long a start may take: under callgrind, some 50 times longer. */
+const readyWithin = INSTRUCTIONS ? 1_800_000 : 300_000
 
 /** How the baseline build's cases are named. */
 const BASELINE_LABEL = " [baseline]"
@@ -175,9 +266,40 @@ const median = (values: ReadonlyArray<number>): number => {
 
 const fmt = (value: number, digits = 0) => (Number.isNaN(value) ? "-" : value.toFixed(digits))
 
+/** Millions, to one decimal. */
+const millions = (value: number): string => fmt(value / 1e6, 1)
+
+/** The `--instructions` report: per case, and against a bare start and the baseline; no goals (they are wall times). */
+const reportInstructions = (summary: ReadonlyMap<string, Sample>, measured: ReadonlyArray<string>, withBaseline: boolean) =>
+  Effect.gen(function*() {
+    yield* Console.log(`\ninstructions executed, medians of ${rounds} round(s) under callgrind (Node ${process.version}):`)
+    yield* Console.log(`${"case".padEnd(42)} ${"M instructions".padStart(15)}`)
+    for (const [name, s] of summary) yield* Console.log(`${name.padEnd(42)} ${millions(s.instructions).padStart(15)}`)
+    const node = summary.get("node -e 0")!
+    for (const [name, s] of summary) {
+      if (name !== "node -e 0") yield* Console.log(`${name} / node -e 0: ${fmt(s.instructions / node.instructions, 1)}×`)
+    }
+    if (withBaseline) {
+      yield* Console.log(`baseline: ${BASELINE}`)
+      for (const name of measured) {
+        const ratio = summary.get(name)!.instructions / summary.get(name + BASELINE_LABEL)!.instructions
+        yield* Console.log(`${name}, this build / baseline: ${fmt(ratio, 3)}× the instructions`)
+      }
+    }
+    yield* Console.log("(serve: counted until it logs `crm-relay is serving`, its listeners up; the goals are wall times: run without --instructions to judge them)")
+  })
+
 const main = Effect.gen(function*() {
   if (BIN === BUILT && !Fs.existsSync(Path.join(Path.dirname(BIN), "..", "dist", "main.js"))) {
     return yield* new RunFailed({ message: "The binary is not built: run `npm run build` first." })
+  }
+  if (INSTRUCTIONS) {
+    for (const tool of ["valgrind", "callgrind_control"]) {
+      if (ChildProcess.spawnSync(tool, ["--version"], { stdio: "ignore" }).error !== undefined) {
+        return yield* new RunFailed({ message: `--instructions needs ${tool} (valgrind's; on Debian: apt-get install valgrind).` })
+      }
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(callgrindDir, { recursive: true, force: true })))
   }
   const base = yield* Config.option(Config.redacted("DATABASE_URL"))
   const dataDir = yield* Effect.acquireRelease(
@@ -203,11 +325,11 @@ const main = Effect.gen(function*() {
       })
       // The embedded database and the schema exist before the first round, as on any start but the first.
       yield* Console.log(`preparing${label}: crm-relay migrate (embedded` + (Option.isSome(postgres) ? " and PostgreSQL)" : ")"))
-      yield* runToEnd([bin, "migrate"], embedded)
-      if (Option.isSome(postgres)) yield* runToEnd([bin, "migrate"], postgres.value)
+      yield* runToEnd([bin, "migrate"], embedded, false)
+      if (Option.isSome(postgres)) yield* runToEnd([bin, "migrate"], postgres.value, false)
       // A first start fills Node's compile cache, as the first start after an install does.
-      yield* runToEnd([bin, "--help"], embedded)
-      yield* serveUntilReady(bin, embedded)
+      yield* runToEnd([bin, "--help"], embedded, false)
+      yield* serveUntilReady(bin, embedded, false)
       const cases: ReadonlyArray<readonly [name: string, run: Effect.Effect<Sample, RunFailed>]> = [
         [`crm-relay --help${label}`, runToEnd([bin, "--help"], embedded)],
         [`serve → /readyz 200, embedded${label}`, serveUntilReady(bin, embedded)],
@@ -229,7 +351,12 @@ const main = Effect.gen(function*() {
   const samples = new Map<string, Array<Sample>>(cases.map(([name]) => [name, []]))
   for (let round = 1; round <= rounds; round++) {
     for (const [name, run] of order(round)) samples.get(name)!.push(yield* run)
-    yield* Console.log(`round ${round}/${rounds}: ` + cases.map(([name]) => `${name} ${fmt(samples.get(name)!.at(-1)!.ms)} ms`).join(", "))
+    const last = (name: string) => samples.get(name)!.at(-1)!
+    yield* Console.log(
+      `round ${round}/${rounds}: ` +
+        cases.map(([name]) => INSTRUCTIONS ? `${name} ${millions(last(name).instructions)} M instructions` : `${name} ${fmt(last(name).ms)} ms`)
+          .join(", ")
+    )
   }
 
   const summary = new Map(cases.map(([name]) => {
@@ -238,9 +365,11 @@ const main = Effect.gen(function*() {
       ms: median(list.map((s) => s.ms)),
       cpuMs: median(list.map((s) => s.cpuMs)),
       peakMiB: median(list.map((s) => s.peakMiB)),
-      idleMiB: median(list.map((s) => s.idleMiB))
+      idleMiB: median(list.map((s) => s.idleMiB)),
+      instructions: median(list.map((s) => s.instructions))
     }] as const
   }))
+  if (INSTRUCTIONS) return yield* reportInstructions(summary, measured.cases.map(([name]) => name), baseline !== undefined)
   yield* Console.log(`\nmedians of ${rounds} rounds (Node ${process.version}, ${Os.cpus().length} CPUs, load average ${Os.loadavg().map((l) => l.toFixed(1)).join(" ")}):`)
   yield* Console.log(`${"case".padEnd(34)} ${"wall ms".padStart(8)} ${"CPU ms".padStart(7)} ${"peak MiB".padStart(9)} ${"idle MiB".padStart(9)}`)
   for (const [name, s] of summary) {
