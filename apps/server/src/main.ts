@@ -12,8 +12,9 @@ type Failure = Effect.Effect.Error<ReturnType<typeof Cli.run>>
 /**
  * The command line, parsed by @effect/cli (cli/Cli) — except `crm-relay
  * serve` alone: it takes no options, so it runs without loading the parser
- * and the other commands (a fifth of the server's start-up). Anything else
- * (`serve --help`, `serve x`) goes through the parser as before.
+ * and the other commands (2 to 4 % of the instructions of the server's
+ * start-up). Anything else (`serve --help`, `serve x`) goes through the
+ * parser as before.
  */
 const program = (argv: ReadonlyArray<string>): Effect.Effect<void, Failure> =>
   argv.length === 3 && argv[2] === "serve"
