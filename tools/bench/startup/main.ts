@@ -129,11 +129,7 @@ const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>, coun
     child.on("exit", (code) => {
       const ms = performance.now() - started
       if (code !== 0) return resume(Effect.fail(new RunFailed({ message: `node ${args.join(" ")} exited ${code}: ${stderr}` })))
-      if (count) {
-        // The other files of the run (a dump per thread, if any) go with the directory at the end.
-        for (const file of Fs.readdirSync(callgrindDir)) if (file.startsWith(`cg.${child.pid}`) && file !== `cg.${child.pid}`) Fs.rmSync(Path.join(callgrindDir, file))
-        return resume(Effect.succeed(counted(instructionsOf(child.pid!, 0))))
-      }
+      if (count) return resume(Effect.succeed(counted(instructionsOf(child.pid!, 0))))
       const [peakKiB, user, system] = hasTime ? (stderr.trim().split("\n").at(-1) ?? "").split(" ").map(Number) : []
       resume(Effect.succeed({
         ms,
