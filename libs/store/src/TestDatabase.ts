@@ -18,9 +18,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
+import { createRequire } from "node:module"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
 import * as Database from "./Database.js"
 import * as Migrations from "./Migrations.js"
 import { migrations } from "./migrations/index.js"
@@ -50,7 +50,8 @@ export const withSearchPath = (url: Redacted.Redacted, schema: string): Redacted
 
 const pgliteVersion = (): string => {
   try {
-    const entry = fileURLToPath(import.meta.resolve("@electric-sql/pglite"))
+    // Resolved as `require` would: the same package, and no `import.meta.resolve`, which a bundled script has none of.
+    const entry = createRequire(import.meta.url).resolve("@electric-sql/pglite")
     const pkg = JSON.parse(Fs.readFileSync(Path.join(Path.dirname(entry), "..", "package.json"), "utf8"))
     return String(pkg.version)
   } catch {
