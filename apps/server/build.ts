@@ -5,7 +5,9 @@
  * `splitting` a command loads only its own chunks (`--help` loads no
  * database driver and no HTTP server). PGlite stays external: it finds its
  * WebAssembly and data files next to its own module, and it is imported only
- * when the embedded database opens.
+ * when the embedded database opens. `crm-relay serve` alone runs a build of
+ * its own, `dist/serve.js`: one script, whose compiled code the binary keeps
+ * between runs (see serveScript).
  *
  * The build replaces `dist/` in place, file by file (each written beside
  * itself, then renamed over), entry point last, and removes stale files at
@@ -76,15 +78,17 @@ const deepImports: esbuild.Plugin = {
  * a built-in from ESM builds a facade that reads every export, and that
  * loads what Node defines lazily: `node:http`'s WebSocket getters load
  * Node's own copy of undici, a third of `serve`'s start-up on a busy machine.
- * `require` (the banner's) returns the module as it is.
+ * `require` (the banner's) returns the module as it is. In the `serve`
+ * script (see serveScript), which cannot `import()`, a dynamic import of a
+ * built-in becomes a `require` too.
  */
-const builtinsByRequire: esbuild.Plugin = {
+const builtinsByRequire = (dynamicToo: boolean): esbuild.Plugin => ({
   name: "builtins-by-require",
   setup(build) {
     const builtins = new Set(Module.builtinModules)
-    build.onResolve({ filter: /^[a-z_:/]+$/ }, ({ path, kind }) => {
+    build.onResolve({ filter: /^[a-z0-9_:/]+$/ }, ({ path, kind }) => {
       const name = path.replace(/^node:/, "")
-      if (!builtins.has(name) || kind === "dynamic-import") return undefined
+      if (!builtins.has(name) || (kind === "dynamic-import" && !dynamicToo)) return undefined
       return kind === "require-call"
         ? { path: `node:${name}`, external: true }
         : { path: name, namespace: "builtin-by-require" }
@@ -94,7 +98,7 @@ const builtinsByRequire: esbuild.Plugin = {
       loader: "js"
     }))
   }
-}
+})
 
 /**
  * CommonJS packages that `serve` imports but seldom uses: undici (outbound
@@ -156,7 +160,7 @@ const result = await esbuild.build({
   platform: "node",
   target: "node22",
   external,
-  plugins: [deepImports, builtinsByRequire, lazyCommonJs],
+  plugins: [deepImports, builtinsByRequire(false), lazyCommonJs],
   // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
   banner: {
     js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const __crmRelayUrl = import.meta.url; const require = __crmRelayRequire(__crmRelayUrl);"
@@ -172,6 +176,84 @@ const result = await esbuild.build({
   logLevel: "warning"
 })
 
+/**
+ * PGlite, which `serve` imports only when the embedded database opens, and
+ * which the `serve` script cannot `import()`: Node's `require` loads an ES
+ * module as well (it has no top-level await).
+ */
+const pgliteByRequire: esbuild.Plugin = {
+  name: "pglite-by-require",
+  setup(build) {
+    build.onResolve({ filter: /^@electric-sql\/pglite$/ }, ({ path, kind }) =>
+      kind === "dynamic-import" ? { path, namespace: "pglite-by-require" } : undefined)
+    build.onLoad({ filter: /.*/, namespace: "pglite-by-require" }, ({ path }) => ({
+      contents: `module.exports = require(${JSON.stringify(path)})`,
+      loader: "js"
+    }))
+  }
+}
+
+/**
+ * The API reference page's script (3.3 MB, a string in @effect/platform's
+ * `internal/httpApiScalar.js`): in the `serve` script, which has no chunks to
+ * leave it in, it is a file of its own (`dist/vendor/scalar.cjs`), read when
+ * the page is first asked for, as undici's (lazyCommonJs).
+ */
+const scalarPage = Path.join(Path.dirname(Module.createRequire(Path.join(root, "package.json")).resolve("@effect/platform/package.json")), "dist", "cjs", "internal", "httpApiScalar.js")
+const lazyScalarPage: esbuild.Plugin = {
+  name: "lazy-scalar-page",
+  setup(build) {
+    build.onResolve({ filter: /\/internal\/httpApiScalar\.js$/ }, ({ importer }) =>
+      importer.includes(`${Path.sep}@effect${Path.sep}platform${Path.sep}`) ? { path: "scalar", namespace: "lazy-scalar-page" } : undefined)
+    build.onLoad({ filter: /.*/, namespace: "lazy-scalar-page" }, () => ({
+      contents: "let loaded\n" +
+        "Object.defineProperty(module.exports, \"javascript\", { enumerable: true, get: () => (loaded ??= " +
+        "require(require(\"node:url\").fileURLToPath(new URL(\"./vendor/scalar.cjs\", __crmRelayUrl)))).javascript })",
+      loader: "js"
+    }))
+  }
+}
+
+/**
+ * `crm-relay serve`'s own build: the server (src/serve.ts) in one script,
+ * `dist/serve.js`, that bin/crm-relay.js compiles with V8's code cache of a
+ * previous run (see there, and src/config/CodeCache.ts). A script, not a
+ * module: V8 caches the code a module compiles as it runs only for scripts.
+ * esbuild writes it as ESM (its strict semantics), and this build makes sure
+ * nothing in it needs a module: no `import`, `export` or `import.meta`
+ * (`require` and `__crmRelayUrl` are the arguments the binary passes). No
+ * splitting, so what `serve` loads lazily (the API reference page, PGlite,
+ * undici) stays out of the script or in a file of its own.
+ */
+const serveScript = await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { serve: "src/serve.ts" },
+  outdir,
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node22",
+  external,
+  plugins: [deepImports, builtinsByRequire(true), pgliteByRequire, lazyScalarPage, lazyCommonJs],
+  define: { "import.meta.url": "__crmRelayUrl" },
+  sourcemap: "linked",
+  sourcesContent: true,
+  minifyWhitespace: !process.env.NOMIN,
+  minifySyntax: !process.env.NOMIN,
+  legalComments: "linked",
+  metafile: true,
+  write: false,
+  logLevel: "warning"
+})
+for (const [file, output] of Object.entries(serveScript.metafile.outputs)) {
+  const modular = output.imports.filter((imported) => imported.kind !== "require-call")
+  if (file.endsWith(".js") && (modular.length > 0 || output.exports.length > 0)) {
+    throw new Error(`${file} must be a script, but imports ${JSON.stringify(modular)} and exports ${JSON.stringify(output.exports)}`)
+  }
+}
+const serveText = serveScript.outputFiles.find((output) => output.path.endsWith(".js"))?.text ?? ""
+if (serveText.includes("import.meta")) throw new Error("dist/serve.js must be a script, but uses import.meta")
+
 const placed = new Set<string>()
 /** Writes `file` whole or not at all: a reader never sees it half written. */
 const place = (file: string, contents: Uint8Array | string): void => {
@@ -184,13 +266,16 @@ const place = (file: string, contents: Uint8Array | string): void => {
 const entry = Path.join(outdir, "main.js")
 // Chunks before the entry point that imports them.
 const outputs = [...result.outputFiles].sort((a, b) => Number(a.path === entry) - Number(b.path === entry))
-for (const output of outputs) place(output.path, output.contents)
-// The lazily loaded packages, one CommonJS file each (see lazyCommonJs).
+for (const output of [...serveScript.outputFiles, ...outputs]) place(output.path, output.contents)
+Object.assign(result.metafile.inputs, serveScript.metafile.inputs)
+Object.assign(result.metafile.outputs, serveScript.metafile.outputs)
+// The lazily loaded packages, one CommonJS file each (see lazyCommonJs), and the API reference page's script (lazyScalarPage).
 const requireHere = Module.createRequire(Path.join(root, "package.json"))
-for (const name of lazyPackages) {
+const vendoredFiles: ReadonlyArray<readonly [string, string]> = [...lazyPackages.map((name) => [name, requireHere.resolve(name)] as const), ["scalar", scalarPage]]
+for (const [name, file] of vendoredFiles) {
   const vendored = await esbuild.build({
     absWorkingDir: root,
-    entryPoints: [requireHere.resolve(name)],
+    entryPoints: [file],
     outfile: Path.join(vendorDir, `${name}.cjs`),
     bundle: true,
     format: "cjs",

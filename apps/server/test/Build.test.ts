@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
+import * as Vm from "node:vm"
 
 const dist = join(import.meta.dirname, "..", "dist")
 
@@ -38,6 +39,12 @@ const loadedBy = (build: Meta, entryPoint: string) => {
   return loadedAtStart(build, chunk)
 }
 
+/** What `crm-relay serve` loads before it runs: dist/serve.js, one script (bin/crm-relay.js runs it for `serve` alone). */
+const loadedByServe = (build: Meta) => {
+  expect(build.outputs["dist/serve.js"]).toBeDefined()
+  return loadedAtStart(build, "dist/serve.js")
+}
+
 /** What `crm-relay --help` (or any command but `serve`) loads before it runs: main.js, then the command line's chunk. */
 const loadedForCommands = (build: Meta) => {
   const main = loadedAtStart(build)
@@ -53,7 +60,9 @@ describe("the build (dist/, made by nx build)", () => {
     for (const driver of ["/node_modules/pg/", "/node_modules/@effect/sql-pg/", "/node_modules/undici/", "/node_modules/ws/"]) {
       expect(inputs.filter((input) => input.includes(driver))).toEqual([])
     }
-    expect(inputs.filter((input) => input.includes("/libs/store/") || input.endsWith("Server.ts"))).toEqual([])
+    // Of the store, only its record of the V8 flags the process sets (config/Heap's among them): a few lines over node:v8.
+    expect(inputs.filter((input) => (input.includes("/libs/store/") && !input.endsWith("/libs/store/src/V8Flags.ts")) || input.endsWith("Server.ts")))
+      .toEqual([])
     for (const module of ["@electric-sql/pglite", "http", "node:http", "https", "node:https", "net", "node:net"]) {
       expect(externals.has(module)).toBe(false)
     }
@@ -67,25 +76,41 @@ describe("the build (dist/, made by nx build)", () => {
     }
   })
 
-  it("`crm-relay serve` loads no command-line parser: neither main.js nor the serve command's chunk holds @effect/cli or another command", () => {
+  it("`crm-relay serve` loads no command-line parser: its script (dist/serve.js), and the serve command's chunk main.js would load, hold no @effect/cli and no other command", () => {
     const build = meta()
-    const inputs = [...loadedAtStart(build).inputs, ...loadedBy(build, "src/cli/Serve.ts").inputs]
-    expect(inputs.filter((input) => input.includes("/node_modules/@effect/cli/") || input.includes("/node_modules/@effect/printer"))).toEqual([])
-    expect(inputs.filter((input) => /\/src\/cli\/(Cli|Help|[A-Za-z]+Cli)\.ts$/.test(input))).toEqual([])
+    for (const inputs of [loadedByServe(build).inputs, [...loadedAtStart(build).inputs, ...loadedBy(build, "src/cli/Serve.ts").inputs]]) {
+      expect(inputs.some((input) => input.endsWith("src/http/Server.ts") || input.endsWith("src/cli/Serve.ts"))).toBe(true)
+      expect(inputs.filter((input) => input.includes("/node_modules/@effect/cli/") || input.includes("/node_modules/@effect/printer"))).toEqual([])
+      expect(inputs.filter((input) => /\/src\/cli\/(Cli|Help|[A-Za-z]+Cli)\.ts$/.test(input))).toEqual([])
+    }
+  })
+
+  it("dist/serve.js is a script (V8 caches a script's code after it ran; a module's, never): no import, export, import() or import.meta", () => {
+    const build = meta()
+    const output = build.outputs["dist/serve.js"]!
+    expect(output.imports.filter((imported) => imported.kind !== "require-call")).toEqual([])
+    // Compiled as bin/crm-relay.js compiles it: a module's syntax would not compile.
+    const source = readFileSync(join(dist, "serve.js"), "utf8")
+    expect(() => new Vm.Script(`(function (require, __crmRelayUrl) {"use strict";${source}\n})`)).not.toThrow()
+    expect(source).not.toContain("import.meta")
   })
 
   it("serve loads the API reference page (3 MB of script) only when it is asked for", () => {
     const build = meta()
-    const { inputs } = loadedBy(build, "src/http/Server.ts")
-    expect(inputs.filter((input) => input.endsWith("Server.ts"))).toHaveLength(1)
-    expect(inputs.filter((input) => input.includes("/internal/httpApiScalar.js") || input.includes("/fast-check/"))).toEqual([])
+    for (const { inputs } of [loadedBy(build, "src/http/Server.ts"), loadedByServe(build)]) {
+      expect(inputs.filter((input) => input.endsWith("Server.ts"))).toHaveLength(1)
+      expect(inputs.filter((input) => input.includes("/internal/httpApiScalar.js") || input.includes("/fast-check/"))).toEqual([])
+    }
+    // The script's copy of the page is a file of its own, read on first use.
+    expect(Object.keys(build.outputs["dist/vendor/scalar.cjs"]?.inputs ?? {}).some((input) => input.endsWith("/internal/httpApiScalar.js"))).toBe(true)
   })
 
   it("serve reads no undici, ws or mime code at start: each is a file of its own (dist/vendor) that loads on first use", () => {
     const build = meta()
-    const { inputs } = loadedBy(build, "src/http/Server.ts")
-    for (const lazy of ["/node_modules/undici/", "/node_modules/ws/", "/node_modules/mime/"]) {
-      expect(inputs.filter((input) => input.includes(lazy))).toEqual([])
+    for (const { inputs } of [loadedBy(build, "src/http/Server.ts"), loadedByServe(build)]) {
+      for (const lazy of ["/node_modules/undici/", "/node_modules/ws/", "/node_modules/mime/"]) {
+        expect(inputs.filter((input) => input.includes(lazy))).toEqual([])
+      }
     }
     for (const name of ["undici", "ws", "mime"]) {
       const output = build.outputs[`dist/vendor/${name}.cjs`]
@@ -97,7 +122,9 @@ describe("the build (dist/, made by nx build)", () => {
   it("PGlite stays outside the bundle (its WebAssembly and data files are found next to its own module)", () => {
     const build = meta()
     const inputs = Object.values(build.outputs).flatMap((output) => Object.keys(output.inputs))
-    expect(inputs.filter((input) => input.includes("@electric-sql/pglite"))).toEqual([])
+    expect(inputs.filter((input) => input.includes("/node_modules/@electric-sql/pglite"))).toEqual([])
+    // The serve script, which cannot import(), requires it (Node loads an ES module so too).
+    expect(build.outputs["dist/serve.js"]?.imports).toContainEqual({ path: "@electric-sql/pglite", kind: "require-call", external: true })
   })
 
   it("one copy of undici is bundled", () => {
@@ -113,6 +140,7 @@ describe("the build (dist/, made by nx build)", () => {
   it("the binary runs the build, never the sources through tsx", () => {
     const bin = readFileSync(join(import.meta.dirname, "..", "bin", "crm-relay.js"), "utf8")
     expect(bin).toContain("../dist/main.js")
+    expect(bin).toContain("../dist/serve.js")
     expect(bin).not.toContain("tsx")
   })
 })

@@ -18,9 +18,9 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import type { PGlite, Results } from "@electric-sql/pglite"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
-import * as V8 from "node:v8"
 import { parserFor, prepareValue } from "./internal/valueTypes.js"
 import * as DataDirLock from "./DataDirLock.js"
+import * as V8Flags from "./V8Flags.js"
 
 /** A `SqlClient` over one PGlite instance, plus what a notifier needs. */
 export interface PgliteClient extends Client.SqlClient {
@@ -149,8 +149,8 @@ export const make = (pglite: PGlite): Effect.Effect<PgliteClient, never, Reactiv
  * them; a process on PostgreSQL never sets them.
  */
 const baselineWasmOnly = (): void => {
-  V8.setFlagsFromString("--no-wasm-tier-up")
-  V8.setFlagsFromString("--no-wasm-dynamic-tiering")
+  V8Flags.set("--no-wasm-tier-up", "--wasm-tier-up")
+  V8Flags.set("--no-wasm-dynamic-tiering", "--wasm-dynamic-tiering")
 }
 
 /**

@@ -24,9 +24,10 @@
  * NODE_OPTIONS refuses it) leave their bound alone.
  *
  * Start-up allocates fast (modules, Schemas, Layers) and leaves the young
- * generation large and mostly empty; `releaseAfterStart` runs one full,
- * memory-reducing collection after start to hand it back.
+ * generation large and mostly empty; `release`, run a second after start,
+ * is one full, memory-reducing collection that hands it back.
  */
+import * as V8Flags from "@crm-relay/store/V8Flags"
 import { Duration, Effect } from "effect"
 import { PerformanceObserver } from "node:perf_hooks"
 import * as V8 from "node:v8"
@@ -70,10 +71,10 @@ export const bound = (budget: Budget): Effect.Effect<Applied> =>
     observer?.disconnect()
     observer = undefined
     const growthByNode = givenToNode("--heap-growing-percent")
-    if (!growthByNode) V8.setFlagsFromString(`--heap-growing-percent=${budget.growthPercent}`)
+    if (!growthByNode) V8Flags.set(`--heap-growing-percent=${budget.growthPercent}`, "--heap-growing-percent=0")
     const semiByNode = givenToNode("--max-semi-space-size")
     if (!semiByNode) {
-      V8.setFlagsFromString("--semi-space-growth-factor=2")
+      V8Flags.set("--semi-space-growth-factor=2", "--semi-space-growth-factor=2")
       if (budget.semiSpaceMiB > 0) {
         // Both semi-spaces: the young generation's size as V8 reports it.
         const most = 2 * budget.semiSpaceMiB * 1024 * 1024
@@ -82,7 +83,7 @@ export const bound = (budget: Budget): Effect.Effect<Applied> =>
           const next = youngGenerationBytes() * 2 <= most ? 2 : 1
           if (next !== factor) {
             factor = next
-            V8.setFlagsFromString(`--semi-space-growth-factor=${next}`)
+            V8Flags.set(`--semi-space-growth-factor=${next}`, "--semi-space-growth-factor=2")
           }
         }
         decide()
@@ -119,10 +120,5 @@ const gcFunction = (): Gc => {
 /** How long after start the collection runs: after the first requests a supervisor sends. */
 export const delay = Duration.seconds(1)
 
-/** Collects once, `delay` after it is run, in a daemon fiber; returns at once. */
-export const releaseAfterStart: Effect.Effect<void> = Effect.sync(() => gcFunction()({ type: "major", execution: "sync", flavor: "last-resort" })).pipe(
-  Effect.delay(delay),
-  Effect.withSpan("Heap.releaseAfterStart"),
-  Effect.forkDaemon,
-  Effect.asVoid
-)
+/** One full, memory-reducing collection (see the module comment): run it `delay` after start. */
+export const release: Effect.Effect<void> = Effect.sync(() => gcFunction()({ type: "major", execution: "sync", flavor: "last-resort" }))
