@@ -4,6 +4,7 @@
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import * as Module from "node:module"
 import { createHash } from "node:crypto"
+import { fileURLToPath } from "node:url"
 import { debuglog } from "node:util"
 import * as Vm from "node:vm"
 
@@ -23,17 +24,17 @@ const debug = debuglog("crm-relay")
  * module holds only what V8 compiled before the module ran, and the server compiles most of
  * its code while it starts (src/config/CodeCache.ts). V8 checks a cache against its version,
  * its flags and the script's length and refuses one that does not match; the file's name
- * adds the script's path, size, inode and modification time, so a new build never meets an
- * old build's code. A missing, refused or unreadable cache costs only the time to compile.
+ * adds the script's path, Node's version and the script's size, inode and modification time,
+ * so a new build never meets an old build's code. A missing, refused or unreadable cache
+ * costs only the time to compile. NODE_DEBUG=crm-relay tells on stderr what became of it.
  */
 const runServe = (script) => {
-  const file = script.pathname
+  const file = fileURLToPath(script)
   const stat = statSync(file)
   const directory = cache?.directory
-  // In a directory of its own per Node version (Node's); one name per checkout (the path's hash), then per build.
-  const prefix = `crm-relay-serve-${createHash("sha256").update(file).digest("hex").slice(0, 12)}-`
-  const key = `${stat.size}-${stat.ino}-${Math.round(stat.mtimeMs)}`
-  const cached = directory === undefined ? undefined : `${directory}/${prefix}${key}.v8`
+  // Named by checkout (the path's hash) and Node, then by build: a new build's save removes the one before.
+  const prefix = `crm-relay-serve-${createHash("sha256").update(file).digest("hex").slice(0, 12)}-${process.version}-${process.arch}-`
+  const cached = directory === undefined ? undefined : `${directory}/${prefix}${stat.size}-${stat.ino}-${Math.round(stat.mtimeMs)}.v8`
   let cachedData
   try {
     if (cached !== undefined) cachedData = readFileSync(cached)
@@ -51,7 +52,7 @@ const runServe = (script) => {
         const staged = `${cached}.${process.pid}.tmp`
         writeFileSync(staged, compiled.createCachedData(), { mode: 0o600 })
         renameSync(staged, cached)
-        // This checkout's caches of earlier builds or Nodes, and what a crashed save left.
+        // This checkout's caches of earlier builds (on this Node), and what a crashed save left.
         for (const old of readdirSync(directory)) {
           if (old.startsWith(prefix) && `${directory}/${old}` !== cached) rmSync(`${directory}/${old}`, { force: true })
         }

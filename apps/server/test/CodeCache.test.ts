@@ -79,16 +79,22 @@ describe("crm-relay serve's code cache", () => {
         expect(cacheFiles(cacheDir)).toEqual([file])
       }), { timeout: PROCESS_TEST_TIMEOUT })
 
-    it.scoped("a cache V8 refuses (damaged, or another build's) costs only a compile: the server starts and replaces it", () =>
+    it.scoped("a cache V8 refuses (damaged, say) costs only a compile: the server starts and replaces it, removing earlier builds' caches", () =>
       Effect.gen(function*() {
         const { cacheDir, dataDir, env } = yield* environment
         yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
         const [file] = cacheFiles(cacheDir)
         const garbage = randomBytes(Fs.statSync(file!).size)
         Fs.writeFileSync(file!, garbage)
+        // What an earlier build of this checkout saved (the name ends in the script's size, inode and
+        // modification time), and what a save that crashed left: the next save removes both.
+        const earlier = file!.replace(/-\d+-\d+-\d+\.v8$/, "-1-2-3.v8")
+        Fs.writeFileSync(earlier, garbage)
+        Fs.writeFileSync(`${file}.12345.tmp`, garbage)
         const refused = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": replaced"))
         expect(refused).toMatch(/code cache \S+: refused\n/)
         expect(Fs.readFileSync(file!).equals(garbage)).toBe(false)
+        expect(Fs.readdirSync(Path.dirname(file!)).filter((name) => name.startsWith("crm-relay-serve-"))).toEqual([Path.basename(file!)])
         expect(yield* startAndStop(dataDir, env, () => true)).toMatch(/code cache \S+: accepted\n/)
       }), { timeout: PROCESS_TEST_TIMEOUT })
 
