@@ -150,30 +150,35 @@ const lazyCommonJs: esbuild.Plugin = {
 /** Packages left to Node's resolver: native or WebAssembly parts, or optional drivers we never load. */
 const external = ["@electric-sql/pglite", "pg-native"]
 
-const result = await esbuild.build({
+/** What every bundle here shares: Node, source maps, minified whitespace and syntax (NOMIN=1: not), in memory until placed. */
+const bundled = {
   absWorkingDir: root,
-  entryPoints: { main: "src/main.ts" },
-  outdir,
   bundle: true,
-  splitting: true,
-  format: "esm",
   platform: "node",
   target: "node22",
   external,
-  plugins: [deepImports, builtinsByRequire(false), lazyCommonJs],
-  // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
-  banner: {
-    js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const __crmRelayUrl = import.meta.url; const require = __crmRelayRequire(__crmRelayUrl);"
-  },
   sourcemap: "linked",
   sourcesContent: true,
   minifyWhitespace: !process.env.NOMIN,
   minifySyntax: !process.env.NOMIN,
   legalComments: "linked",
-  chunkNames: "chunks/[name]-[hash]",
   metafile: true,
   write: false,
   logLevel: "warning"
+} satisfies esbuild.BuildOptions
+
+const result = await esbuild.build({
+  ...bundled,
+  entryPoints: { main: "src/main.ts" },
+  outdir,
+  splitting: true,
+  format: "esm",
+  plugins: [deepImports, builtinsByRequire(false), lazyCommonJs],
+  // Bundled CommonJS (pg, ...) calls `require` for Node's built-in modules; ESM has none of its own.
+  banner: {
+    js: "import { createRequire as __crmRelayRequire } from \"node:module\"; const __crmRelayUrl = import.meta.url; const require = __crmRelayRequire(__crmRelayUrl);"
+  },
+  chunkNames: "chunks/[name]-[hash]"
 })
 
 /**
@@ -226,24 +231,12 @@ const lazyScalarPage: esbuild.Plugin = {
  * undici) stays out of the script or in a file of its own.
  */
 const serveScript = await esbuild.build({
-  absWorkingDir: root,
+  ...bundled,
   entryPoints: { serve: "src/serve.ts" },
   outdir,
-  bundle: true,
   format: "esm",
-  platform: "node",
-  target: "node22",
-  external,
   plugins: [deepImports, builtinsByRequire(true), pgliteByRequire, lazyScalarPage, lazyCommonJs],
-  define: { "import.meta.url": "__crmRelayUrl" },
-  sourcemap: "linked",
-  sourcesContent: true,
-  minifyWhitespace: !process.env.NOMIN,
-  minifySyntax: !process.env.NOMIN,
-  legalComments: "linked",
-  metafile: true,
-  write: false,
-  logLevel: "warning"
+  define: { "import.meta.url": "__crmRelayUrl" }
 })
 for (const [file, output] of Object.entries(serveScript.metafile.outputs)) {
   const modular = output.imports.filter((imported) => imported.kind !== "require-call")
@@ -274,23 +267,12 @@ const requireHere = Module.createRequire(Path.join(root, "package.json"))
 const vendoredFiles: ReadonlyArray<readonly [string, string]> = [...lazyPackages.map((name) => [name, requireHere.resolve(name)] as const), ["scalar", scalarPage]]
 for (const [name, file] of vendoredFiles) {
   const vendored = await esbuild.build({
-    absWorkingDir: root,
+    ...bundled,
     entryPoints: [file],
     outfile: Path.join(vendorDir, `${name}.cjs`),
-    bundle: true,
-    format: "cjs",
-    platform: "node",
-    target: "node22",
-    external,
-    sourcemap: "linked",
-    sourcesContent: true,
-    minifyWhitespace: !process.env.NOMIN,
-    minifySyntax: !process.env.NOMIN,
-    legalComments: "linked",
-    metafile: true,
-    write: false,
-    logLevel: "warning"
+    format: "cjs"
   })
+
   for (const output of vendored.outputFiles) place(output.path, output.contents)
   Object.assign(result.metafile.inputs, vendored.metafile.inputs)
   Object.assign(result.metafile.outputs, vendored.metafile.outputs)
