@@ -226,7 +226,8 @@ const lazyScalarPage: esbuild.Plugin = {
  * module: V8 caches the code a module compiles as it runs only for scripts.
  * esbuild writes it as ESM (its strict semantics), and this build makes sure
  * nothing in it needs a module: no `import`, `export` or `import.meta`
- * (`require` and `__crmRelayUrl` are the arguments the binary passes). No
+ * (`require` and `__crmRelayUrl` are the arguments the binary passes to the
+ * function the script is). No
  * splitting, so what `serve` loads lazily (the API reference page, PGlite,
  * undici) stays out of the script or in a file of its own.
  */
@@ -236,7 +237,11 @@ const serveScript = await esbuild.build({
   outdir,
   format: "esm",
   plugins: [deepImports, builtinsByRequire(true), pgliteByRequire, lazyScalarPage, lazyCommonJs],
-  define: { "import.meta.url": "__crmRelayUrl" }
+  define: { "import.meta.url": "__crmRelayUrl" },
+  // The script is one function expression, which the binary calls (run on its own, it does nothing):
+  // in the file, so that its source map says where each line is.
+  banner: { js: "(function (require, __crmRelayUrl) {\"use strict\";" },
+  footer: { js: "})" }
 })
 for (const [file, output] of Object.entries(serveScript.metafile.outputs)) {
   const modular = output.imports.filter((imported) => imported.kind !== "require-call")

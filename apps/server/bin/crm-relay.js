@@ -41,8 +41,8 @@ const runServe = (script) => {
   } catch {
     // None yet.
   }
-  // `require`, `__crmRelayUrl` (what `import.meta.url` is in the bundle) as arguments: a script has neither.
-  const compiled = new Vm.Script(`(function (require, __crmRelayUrl) {"use strict";${readFileSync(file, "utf8")}\n})`, { filename: file, cachedData })
+  // The script is a function of `require` and `__crmRelayUrl` (what `import.meta.url` is in the bundle): a script has neither.
+  const compiled = new Vm.Script(readFileSync(file, "utf8"), { filename: file, cachedData })
   const accepted = cachedData !== undefined && !compiled.cachedDataRejected
   debug("code cache %s: %s", cached ?? "(Node's compile cache is off)", accepted ? "accepted" : cachedData === undefined ? "none" : "refused")
   if (cached !== undefined && !accepted) {
@@ -67,5 +67,6 @@ const runServe = (script) => {
 }
 
 const serve = new URL("../dist/serve.js", import.meta.url)
-if (process.argv.length === 3 && process.argv[2] === "serve" && existsSync(serve)) runServe(serve)
+// Node maps stack traces (--enable-source-maps) only of the modules it loads itself: then main.js runs `serve`, from its chunks.
+if (process.argv.length === 3 && process.argv[2] === "serve" && existsSync(serve) && !process.sourceMapsEnabled) runServe(serve)
 else await import(entry.href)

@@ -91,7 +91,7 @@ describe("the build (dist/, made by nx build)", () => {
     expect(output.imports.filter((imported) => imported.kind !== "require-call")).toEqual([])
     // Compiled as bin/crm-relay.js compiles it: a module's syntax would not compile.
     const source = readFileSync(join(dist, "serve.js"), "utf8")
-    expect(() => new Vm.Script(`(function (require, __crmRelayUrl) {"use strict";${source}\n})`)).not.toThrow()
+    expect(typeof new Vm.Script(source).runInThisContext()).toBe("function")
     expect(source).not.toContain("import.meta")
   })
 

@@ -106,5 +106,13 @@ describe("crm-relay serve's code cache", () => {
         expect(stderr).not.toContain(": saved")
         expect(cacheFiles(cacheDir)).toEqual([])
       }), { timeout: PROCESS_TEST_TIMEOUT })
+
+    it.scoped("with --enable-source-maps `serve` runs from main.js's chunks, whose stack traces Node maps (it maps no script it did not load)", () =>
+      Effect.gen(function*() {
+        const { cacheDir, dataDir, env } = yield* environment
+        const stderr = yield* startAndStop(dataDir, { ...env, NODE_OPTIONS: "--enable-source-maps" }, () => true)
+        expect(stderr).not.toContain("code cache")
+        expect(cacheFiles(cacheDir)).toEqual([])
+      }), { timeout: PROCESS_TEST_TIMEOUT })
   })
 })
