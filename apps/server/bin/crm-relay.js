@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The crm-relay binary: runs the production build in dist/ (`npx nx run @crm-relay/server:build`;
 // `npm start` builds it first). Development runs the sources instead: `npm run dev -- <command>`.
-import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import * as Module from "node:module"
 import { createHash } from "node:crypto"
 import { fileURLToPath } from "node:url"
@@ -17,6 +17,33 @@ if (!existsSync(entry)) {
 // NODE_DISABLE_COMPILE_CACHE=1 turns it off).
 const cache = Module.enableCompileCache?.()
 const debug = debuglog("crm-relay")
+
+/**
+ * The cache at `path` when it is the server's user's own and nobody else may write it (it is
+ * code the server runs: a file another local user could have put in a shared temporary
+ * directory is ignored, and replaced); undefined when there is none. Checked on the file
+ * opened, not on the name, which could change in between.
+ */
+const ownCache = (path) => {
+  let fd
+  try {
+    fd = openSync(path, "r")
+  } catch {
+    return undefined
+  }
+  try {
+    const { uid, mode } = fstatSync(fd)
+    if ((process.getuid !== undefined && uid !== process.getuid()) || (mode & 0o022) !== 0) {
+      debug("code cache %s: ignored (not the server's user's own, or others may write it)", path)
+      return undefined
+    }
+    return readFileSync(fd)
+  } catch {
+    return undefined
+  } finally {
+    closeSync(fd)
+  }
+}
 
 /**
  * `crm-relay serve` alone runs dist/serve.js, the server bundled into one script, and keeps
@@ -35,12 +62,7 @@ const runServe = (script) => {
   // Named by checkout (the path's hash) and Node, then by build: a new build's save removes the one before.
   const prefix = `crm-relay-serve-${createHash("sha256").update(file).digest("hex").slice(0, 12)}-${process.version}-${process.arch}-`
   const cached = directory === undefined ? undefined : `${directory}/${prefix}${stat.size}-${stat.ino}-${Math.round(stat.mtimeMs)}.v8`
-  let cachedData
-  try {
-    if (cached !== undefined) cachedData = readFileSync(cached)
-  } catch {
-    // None yet.
-  }
+  const cachedData = cached === undefined ? undefined : ownCache(cached)
   // The script is a function of `require` and `__crmRelayUrl` (what `import.meta.url` is in the bundle): a script has neither.
   const compiled = new Vm.Script(readFileSync(file, "utf8"), { filename: file, cachedData })
   const accepted = cachedData !== undefined && !compiled.cachedDataRejected

@@ -98,6 +98,27 @@ describe("crm-relay serve's code cache", () => {
         expect(yield* startAndStop(dataDir, env, () => true)).toMatch(/code cache \S+: accepted\n/)
       }), { timeout: PROCESS_TEST_TIMEOUT })
 
+    it.scoped("a cache others may write, or (run as root) another user's, is code nobody vouches for: it is ignored, never run, and replaced", () =>
+      Effect.gen(function*() {
+        const { cacheDir, dataDir, env } = yield* environment
+        yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
+        const [file] = cacheFiles(cacheDir)
+        // A valid cache (V8 would take it), only its mode changed: the binary must not even read it.
+        Fs.chmodSync(file!, 0o666)
+        const writable = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
+        expect(writable).toMatch(/code cache \S+: ignored \(not the server's user's own, or others may write it\)\n/)
+        expect(writable).not.toContain(": accepted")
+        expect(Fs.statSync(file!).mode & 0o777).toBe(0o600)
+        // Only root can give a file away; a test run as another user has shown the rule above.
+        if (process.getuid?.() === 0) {
+          Fs.chownSync(file!, 65534, 65534)
+          const foreign = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
+          expect(foreign).toContain("ignored (not the server's user's own")
+          expect(Fs.statSync(file!).uid).toBe(0)
+        }
+        expect(yield* startAndStop(dataDir, env, () => true)).toMatch(/code cache \S+: accepted\n/)
+      }), { timeout: PROCESS_TEST_TIMEOUT })
+
     it.scoped("NODE_DISABLE_COMPILE_CACHE=1 turns it off with Node's own: the binary looks for no cache and offers to save none", () =>
       Effect.gen(function*() {
         const { cacheDir, dataDir, env } = yield* environment
