@@ -115,10 +115,22 @@ const builtinsByRequire = (dynamicToo: boolean): esbuild.Plugin => ({
  */
 const lazyPackages = ["undici", "ws", "mime"]
 const vendorDir = Path.join(outdir, "vendor")
+/** Resolves and loads packages as the server's own code would. */
+const requireHere = Module.createRequire(Path.join(root, "package.json"))
+
+/**
+ * A stand-in's `load()`: requires `dist/vendor/NAME.cjs` on its first call.
+ * A chunk lives in dist/chunks, an entry point in dist (`__crmRelayUrl`:
+ * the banner's, or the serve script's argument): the file is found from either.
+ */
+const vendorLoader = (name: string): string =>
+  "let loaded\n" +
+  "const load = () => (loaded ??= require(require(\"node:url\").fileURLToPath(new URL(" +
+  `(__crmRelayUrl.includes("/chunks/") ? "../" : "./") + ${JSON.stringify(`vendor/${name}.cjs`)}, __crmRelayUrl))))`
+
 const lazyCommonJs: esbuild.Plugin = {
   name: "lazy-commonjs",
   setup(build) {
-    const requireHere = Module.createRequire(Path.join(root, "package.json"))
     const filter = new RegExp(`^(${lazyPackages.join("|")})$`)
     build.onResolve({ filter }, ({ path, kind }) =>
       kind === "import-statement" ? { path, namespace: "lazy-commonjs" } : undefined)
@@ -129,10 +141,7 @@ const lazyCommonJs: esbuild.Plugin = {
       const names = [...new Set([...Object.keys(exported), ...methods])].filter((name) => name !== "default")
       return {
         contents: [
-          "let loaded",
-          // A chunk lives in dist/chunks, the entry point in dist (`__crmRelayUrl`: the banner's): the vendor file is found from either.
-          "const load = () => (loaded ??= require(require(\"node:url\").fileURLToPath(new URL(" +
-          `(__crmRelayUrl.includes("/chunks/") ? "../" : "./") + ${JSON.stringify(`vendor/${path}.cjs`)}, __crmRelayUrl))))`,
+          vendorLoader(path),
           `for (const name of ${JSON.stringify(names)}) {`,
           "  Object.defineProperty(module.exports, name, { enumerable: true, get: () => {",
           "    const value = load()[name]",
@@ -204,16 +213,14 @@ const pgliteByRequire: esbuild.Plugin = {
  * leave it in, it is a file of its own (`dist/vendor/scalar.cjs`), read when
  * the page is first asked for, as undici's (lazyCommonJs).
  */
-const scalarPage = Path.join(Path.dirname(Module.createRequire(Path.join(root, "package.json")).resolve("@effect/platform/package.json")), "dist", "cjs", "internal", "httpApiScalar.js")
+const scalarPage = Path.join(Path.dirname(requireHere.resolve("@effect/platform/package.json")), "dist", "cjs", "internal", "httpApiScalar.js")
 const lazyScalarPage: esbuild.Plugin = {
   name: "lazy-scalar-page",
   setup(build) {
     build.onResolve({ filter: /\/internal\/httpApiScalar\.js$/ }, ({ importer }) =>
       importer.includes(`${Path.sep}@effect${Path.sep}platform${Path.sep}`) ? { path: "scalar", namespace: "lazy-scalar-page" } : undefined)
     build.onLoad({ filter: /.*/, namespace: "lazy-scalar-page" }, () => ({
-      contents: "let loaded\n" +
-        "Object.defineProperty(module.exports, \"javascript\", { enumerable: true, get: () => (loaded ??= " +
-        "require(require(\"node:url\").fileURLToPath(new URL(\"./vendor/scalar.cjs\", __crmRelayUrl)))).javascript })",
+      contents: `${vendorLoader("scalar")}\nObject.defineProperty(module.exports, "javascript", { enumerable: true, get: () => load().javascript })`,
       loader: "js"
     }))
   }
@@ -268,7 +275,6 @@ for (const output of [...serveScript.outputFiles, ...outputs]) place(output.path
 Object.assign(result.metafile.inputs, serveScript.metafile.inputs)
 Object.assign(result.metafile.outputs, serveScript.metafile.outputs)
 // The lazily loaded packages, one CommonJS file each (see lazyCommonJs), and the API reference page's script (lazyScalarPage).
-const requireHere = Module.createRequire(Path.join(root, "package.json"))
 const vendoredFiles: ReadonlyArray<readonly [string, string]> = [...lazyPackages.map((name) => [name, requireHere.resolve(name)] as const), ["scalar", scalarPage]]
 for (const [name, file] of vendoredFiles) {
   const vendored = await esbuild.build({
@@ -277,7 +283,6 @@ for (const [name, file] of vendoredFiles) {
     outfile: Path.join(vendorDir, `${name}.cjs`),
     format: "cjs"
   })
-
   for (const output of vendored.outputFiles) place(output.path, output.contents)
   Object.assign(result.metafile.inputs, vendored.metafile.inputs)
   Object.assign(result.metafile.outputs, vendored.metafile.outputs)

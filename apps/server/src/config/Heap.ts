@@ -61,6 +61,9 @@ export interface Applied {
 
 let observer: PerformanceObserver | undefined
 
+/** V8's own settings of the flags `bound` sets (`node --v8-options`), for V8Flags. */
+const byDefault = { growth: "--heap-growing-percent=0", semiSpaceGrowth: "--semi-space-growth-factor=2" } as const
+
 /**
  * Holds the heap to `budget` from now on (see the module comment); a second
  * call replaces the first. Synchronous and cheap: one check after each
@@ -71,10 +74,10 @@ export const bound = (budget: Budget): Effect.Effect<Applied> =>
     observer?.disconnect()
     observer = undefined
     const growthByNode = givenToNode("--heap-growing-percent")
-    if (!growthByNode) V8Flags.set(`--heap-growing-percent=${budget.growthPercent}`, "--heap-growing-percent=0")
+    if (!growthByNode) V8Flags.set(`--heap-growing-percent=${budget.growthPercent}`, byDefault.growth)
     const semiByNode = givenToNode("--max-semi-space-size")
     if (!semiByNode) {
-      V8Flags.set("--semi-space-growth-factor=2", "--semi-space-growth-factor=2")
+      V8Flags.set("--semi-space-growth-factor=2", byDefault.semiSpaceGrowth)
       if (budget.semiSpaceMiB > 0) {
         // Both semi-spaces: the young generation's size as V8 reports it.
         const most = 2 * budget.semiSpaceMiB * 1024 * 1024
@@ -83,7 +86,7 @@ export const bound = (budget: Budget): Effect.Effect<Applied> =>
           const next = youngGenerationBytes() * 2 <= most ? 2 : 1
           if (next !== factor) {
             factor = next
-            V8Flags.set(`--semi-space-growth-factor=${next}`, "--semi-space-growth-factor=2")
+            V8Flags.set(`--semi-space-growth-factor=${next}`, byDefault.semiSpaceGrowth)
           }
         }
         decide()
