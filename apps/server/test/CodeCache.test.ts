@@ -60,6 +60,15 @@ const startAndStop = (dataDir: string, env: Record<string, string>, check: (stde
     return stderr
   }))
 
+/** A test's environment, after a first start has saved the cache: `file`. */
+const savedCache = Effect.gen(function*() {
+  const context = yield* environment
+  yield* startAndStop(context.dataDir, context.env, (stderr) => stderr.includes(": saved"))
+  const files = cacheFiles(context.cacheDir)
+  expect(files).toHaveLength(1)
+  return { ...context, file: files[0]! }
+})
+
 describe("crm-relay serve's code cache", () => {
   layer(TestDatabase.layer, { excludeTestServices: true })("the built binary", (it) => {
     it.scoped("a start saves the script's compiled code after it has started; the next start compiles nothing it cached and runs from it", () =>
@@ -81,40 +90,36 @@ describe("crm-relay serve's code cache", () => {
 
     it.scoped("a cache V8 refuses (damaged, say) costs only a compile: the server starts and replaces it, removing earlier builds' caches", () =>
       Effect.gen(function*() {
-        const { cacheDir, dataDir, env } = yield* environment
-        yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
-        const [file] = cacheFiles(cacheDir)
-        const garbage = randomBytes(Fs.statSync(file!).size)
-        Fs.writeFileSync(file!, garbage)
+        const { dataDir, env, file } = yield* savedCache
+        const garbage = randomBytes(Fs.statSync(file).size)
+        Fs.writeFileSync(file, garbage)
         // What an earlier build of this checkout saved (the name ends in the script's size, inode and
         // modification time), and what a save that crashed left: the next save removes both.
-        const earlier = file!.replace(/-\d+-\d+-\d+\.v8$/, "-1-2-3.v8")
+        const earlier = file.replace(/-\d+-\d+-\d+\.v8$/, "-1-2-3.v8")
         Fs.writeFileSync(earlier, garbage)
         Fs.writeFileSync(`${file}.12345.tmp`, garbage)
         const refused = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": replaced"))
         expect(refused).toMatch(/code cache \S+: refused\n/)
-        expect(Fs.readFileSync(file!).equals(garbage)).toBe(false)
-        expect(Fs.readdirSync(Path.dirname(file!)).filter((name) => name.startsWith("crm-relay-serve-"))).toEqual([Path.basename(file!)])
+        expect(Fs.readFileSync(file).equals(garbage)).toBe(false)
+        expect(Fs.readdirSync(Path.dirname(file)).filter((name) => name.startsWith("crm-relay-serve-"))).toEqual([Path.basename(file)])
         expect(yield* startAndStop(dataDir, env, () => true)).toMatch(/code cache \S+: accepted\n/)
       }), { timeout: PROCESS_TEST_TIMEOUT })
 
     it.scoped("a cache others may write, or (run as root) another user's, is code nobody vouches for: it is ignored, never run, and replaced", () =>
       Effect.gen(function*() {
-        const { cacheDir, dataDir, env } = yield* environment
-        yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
-        const [file] = cacheFiles(cacheDir)
+        const { dataDir, env, file } = yield* savedCache
         // A valid cache (V8 would take it), only its mode changed: the binary must not even read it.
-        Fs.chmodSync(file!, 0o666)
+        Fs.chmodSync(file, 0o666)
         const writable = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
         expect(writable).toMatch(/code cache \S+: ignored \(not the server's user's own, or others may write it\)\n/)
         expect(writable).not.toContain(": accepted")
-        expect(Fs.statSync(file!).mode & 0o777).toBe(0o600)
+        expect(Fs.statSync(file).mode & 0o777).toBe(0o600)
         // Only root can give a file away; a test run as another user has shown the rule above.
         if (process.getuid?.() === 0) {
-          Fs.chownSync(file!, 65534, 65534)
+          Fs.chownSync(file, 65534, 65534)
           const foreign = yield* startAndStop(dataDir, env, (stderr) => stderr.includes(": saved"))
           expect(foreign).toContain("ignored (not the server's user's own")
-          expect(Fs.statSync(file!).uid).toBe(0)
+          expect(Fs.statSync(file).uid).toBe(0)
         }
         expect(yield* startAndStop(dataDir, env, () => true)).toMatch(/code cache \S+: accepted\n/)
       }), { timeout: PROCESS_TEST_TIMEOUT })
