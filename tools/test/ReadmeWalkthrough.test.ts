@@ -1,6 +1,7 @@
 /**
- * The README's walkthrough, run as written: its shell blocks, in a fresh
- * clone-like directory, with bash. One server serves both sections.
+ * The README's walkthrough, run as written: the shell blocks of "Trying it with
+ * the reference bridge" (docs/development.md) and of the README's "Running it",
+ * in a fresh clone-like directory, with bash. One server serves both sections.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -10,6 +11,7 @@ import * as Path from "node:path"
 import { cloneLike, ROOT, runScript, shBlocks, shellEnv } from "./support/Shell.js"
 
 const README = Fs.readFileSync(Path.join(ROOT, "README.md"), "utf8")
+const DEVELOPMENT = Fs.readFileSync(Path.join(ROOT, "docs", "development.md"), "utf8")
 
 // The ports the README's walkthrough takes: the bridge, the public Event API, the internal API
 // and the Integrations area (`npm start` serves all three listeners).
@@ -25,7 +27,7 @@ const isFree = (port: number) =>
 describe("README walkthrough", () => {
   it.scopedLive("\"Trying it with the reference bridge\" by hand, then \"Running it\", pass as written on a fresh clone: the CA lands in ./.data, ends with a newline, and the bridge is connected", () =>
     Effect.gen(function*() {
-      const walkthrough = shBlocks(README, "### Trying it with the reference bridge").filter((block) => block.trim() !== "npm run demo")
+      const walkthrough = shBlocks(DEVELOPMENT, "## Trying it with the reference bridge").filter((block) => block.trim() !== "npm run demo")
       const running = shBlocks(README, "## Running it")[0]
       expect(walkthrough).toHaveLength(1)
       expect(running).toContain("npx crm-relay accounts create")
@@ -48,7 +50,7 @@ describe("README walkthrough", () => {
       expect(output).toMatch(/\{"id":"[0-9a-f-]{36}"\}/)
       expect(output).toContain('[{"id":"sample-')
 
-      // The CA is where the README says, relative to where npm was run, and a proper PEM file.
+      // The CA is where docs/development.md says, relative to where npm was run, and a proper PEM file.
       const ca = Fs.readFileSync(Path.join(dir, ".data", "bridge-ca.pem"), "utf8")
       expect(ca).toMatch(/^-----BEGIN CERTIFICATE-----\n[\s\S]+\n-----END CERTIFICATE-----\n$/)
       expect(Fs.existsSync(Path.join(dir, ".data", "bridge-ca.key.pem"))).toBe(true)

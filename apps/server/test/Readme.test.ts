@@ -6,6 +6,9 @@ import * as SettingsDoc from "../src/config/SettingsDoc.js"
 
 const ROOT = join(import.meta.dirname, "..", "..", "..")
 const readme = readFileSync(join(ROOT, "README.md"), "utf8")
+const configuration = readFileSync(join(ROOT, SettingsDoc.PAGE), "utf8")
+// The page whose log line shapes list the audit actions.
+const operating = readFileSync(join(ROOT, "docs", "operating.md"), "utf8")
 
 /** The actions of every `Audit.record("…")` in the sources of the server and the libraries. */
 const recordedActions = (): ReadonlySet<string> => {
@@ -19,14 +22,14 @@ const recordedActions = (): ReadonlySet<string> => {
   return actions
 }
 
-describe("README", () => {
-  it("its configuration table is the one the binary reads (run `npm run readme` when this fails)", () => {
-    expect(readme).toContain(SettingsDoc.BEGIN)
-    expect(SettingsDoc.withTable(readme, Settings.table)).toBe(readme)
+describe("README and docs", () => {
+  it("docs/configuration.md's table is the one the binary reads (run `npm run docs` when this fails)", () => {
+    expect(configuration).toContain(SettingsDoc.BEGIN)
+    expect(SettingsDoc.withTable(configuration, Settings.table)).toBe(configuration)
   })
 
-  it("the audit line's `action` row names every action the code records", () => {
-    const row = readme.split("\n").find((line) => line.startsWith("| `action` |"))
+  it("the audit line's `action` row in docs/operating.md names every action the code records", () => {
+    const row = operating.split("\n").find((line) => line.startsWith("| `action` |"))
     expect(row).toBeDefined()
     const documented = new Set([...row!.matchAll(/`([a-z_]+\.[a-z_.]+)`/g)].map((match) => match[1]!))
     const actions = recordedActions()
@@ -34,7 +37,7 @@ describe("README", () => {
     expect([...actions].filter((action) => !documented.has(action))).toEqual([])
   })
 
-  it("states the two commands: npm install && npm start, and npm test", () => {
+  it("the README states the two commands: npm install && npm start, and npm test", () => {
     expect(readme).toContain("npm install && npm start")
     expect(readme).toMatch(/^npm test\b/m)
   })

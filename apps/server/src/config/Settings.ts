@@ -1,7 +1,7 @@
 /**
  * Every setting of crm-relay, read through Effect `Config` from the
  * environment — the one place that lists them. `table` (name, default,
- * meaning) is what the README's configuration table is generated from or
+ * meaning) is what docs/configuration.md's table is generated from or
  * checked against. Secrets are `Redacted` from the moment they are read.
  */
 import * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
@@ -16,7 +16,7 @@ export interface Setting {
   readonly secret: boolean
 }
 
-/** Every setting, in README order. */
+/** Every setting, in the order docs/configuration.md lists them. */
 export const table: ReadonlyArray<Setting> = [
   { name: "PORT", default: "8080", description: "Port of the public Event API.", secret: false },
   { name: "ADMIN_PORT", default: "8081", description: "Port of the internal API.", secret: false },
@@ -449,7 +449,7 @@ export const FairShares = Config.all({ deliveryMaxPerOrigin, pushMaxPerBridge })
  * The heap budget's defaults by ROLE. A worker-only replica serves no request bursts: a tight budget
  * holds a backlog's drain under 150 MiB for about 15 % more CPU per delivery. A replica that serves
  * the APIs keeps a young generation its requests' garbage fits in: the tight budget costs the Event
- * API about a third more CPU per request (README, Memory).
+ * API about a third more CPU per request (docs/operating.md, Memory).
  */
 export const heapDefaults = (role: Role): { readonly semiSpaceMiB: number; readonly growthPercent: number } =>
   role === "worker" ? { semiSpaceMiB: 2, growthPercent: 50 } : { semiSpaceMiB: 8, growthPercent: 100 }
