@@ -1,6 +1,6 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Accounts } from "@crm-relay/events"
+import { Accounts, Deliveries } from "@crm-relay/events"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase } from "@crm-relay/store"
 import { Clock, Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
@@ -144,6 +144,27 @@ layer(Live)("Integrations area API", (it) => {
       const still = (yield* theirs.call("GET", "/api/keys")).json as { keys: Array<{ disabled_at: string | null }> }
       expect(still.keys.map((k) => k.disabled_at)).toEqual([null])
       expect(((yield* theirs.call("GET", "/api/hooks")).json as { hooks: Array<unknown> }).hooks).toHaveLength(1)
+    }))
+
+  it.effect("Replay in the Activity card of a delivery whose hook was removed or is disabled is refused, 409 with the reason and what to do next (the same sentence as the internal API and the CLI)", () =>
+    Effect.gen(function*() {
+      const me = yield* session()
+      const replayOf = (hookTarget: string) =>
+        Effect.gen(function*() {
+          const hook = (yield* me.call("POST", "/api/hooks", { target_url: hookTarget, event: "lead" })).json as { id: string }
+          const test = (yield* me.call("POST", `/api/hooks/${hook.id}/test`)).json as { delivery_id: string }
+          return { hook: hook.id, delivery: test.delivery_id }
+        })
+
+      const removed = yield* replayOf("https://hooks.example.com/removed")
+      expect((yield* me.call("DELETE", `/api/hooks/${removed.hook}`)).status).toBe(204)
+      const refusedRemoved = yield* me.call("POST", `/api/deliveries/${removed.delivery}/replay`)
+      expect([refusedRemoved.status, refusedRemoved.json]).toEqual([409, { error: Deliveries.notReplayable.subscription_removed }])
+
+      const disabled = yield* replayOf("https://hooks.example.com/disabled")
+      expect((yield* me.call("POST", `/api/hooks/${disabled.hook}/disable`)).status).toBe(200)
+      const refusedDisabled = yield* me.call("POST", `/api/deliveries/${disabled.delivery}/replay`)
+      expect([refusedDisabled.status, refusedDisabled.json]).toEqual([409, { error: Deliveries.notReplayable.subscription_disabled }])
     }))
 
   it.effect("a hook added by hand is listed as made in the page; a test event is a delivery marked test that the perform-list preview never samples", () =>

@@ -14,6 +14,12 @@
  * A call that needs only the status (a webhook receiver's answer) asks for
  * `responseBody: "discard"`: it is answered with the response head, and the
  * body, whatever its size or encoding, is drained unread up to 1 MiB.
+ *
+ * A kept-alive connection the server closes just as it is reused fails the
+ * request before any answer byte: that request is sent again once, on a fresh
+ * connection, with the same headers and body (a write keeps its
+ * Idempotency-Key), within the same deadline. A failure after answer bytes
+ * began, on a fresh connection, or of the second try is the caller's.
  */
 import { Context, Duration, Effect, Either, Layer, Metric } from "effect"
 import type { ConfigError } from "effect"
@@ -23,10 +29,16 @@ import * as AddressPolicy from "./AddressPolicy.js"
 import { DnsResolver } from "./DnsResolver.js"
 import * as EgressConfig from "./EgressConfig.js"
 import { makeDeadlines } from "./internal/egress/Deadlines.js"
-import { type EgressError, type EgressRefused, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
-import { exchange } from "./internal/egress/exchange.js"
+import { type EgressError, type EgressRefused, EgressTimeout, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
+import { exchange, type StaleConnection } from "./internal/egress/exchange.js"
 import { makePinnedConnector } from "./internal/egress/pinnedConnector.js"
-import { type EgressRequest, prepareRequest, type PreparedTarget, prepareTarget } from "./internal/egress/prepareRequest.js"
+import {
+  type EgressRequest,
+  type PreparedRequest,
+  prepareRequest,
+  type PreparedTarget,
+  prepareTarget
+} from "./internal/egress/prepareRequest.js"
 
 export {
   EgressEncodingRefused,
@@ -139,9 +151,8 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
   const deadlines = yield* makeDeadlines(timeoutMs)
   // Made on the first request, not when the Layer is built: undici is then loaded only by a
   // server that sends something, and `serve` is ready sooner.
-  let agent: Agent | undefined
-  const agentNow = (): Agent =>
-    agent ??= new Agent({
+  const makeAgent = (options: { readonly pipelining?: number } = {}): Agent =>
+    new Agent({
       connect: makePinnedConnector({
         resolver,
         policy,
@@ -152,9 +163,19 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
       // Our deadline governs; undici's own timers are only a backstop behind it.
       headersTimeout: timeoutMs + 1000,
       bodyTimeout: timeoutMs + 1000,
-      maxResponseSize: MAX_BODY_BYTES
+      maxResponseSize: MAX_BODY_BYTES,
+      ...options
     })
-  yield* Effect.addFinalizer(() => Effect.suspend(() => agent === undefined ? Effect.void : closeAgent(agent)))
+  let agent: Agent | undefined
+  const agentNow = (): Agent => agent ??= makeAgent()
+  // For the second try after a stale connection: no keep-alive, so every request gets a connection of its own.
+  let fresh: Agent | undefined
+  const freshNow = (): Agent => fresh ??= makeAgent({ pipelining: 0 })
+  yield* Effect.addFinalizer(() =>
+    Effect.suspend(() =>
+      Effect.all([agent, fresh].flatMap((opened) => opened === undefined ? [] : [closeAgent(opened)]), { discard: true })
+    )
+  )
 
   // A refusal is a security event worth a warning (and a count); other failures are the caller's to log.
   const warnRefusal = (request: EgressRequest) => (error: EgressError) =>
@@ -180,6 +201,19 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     return target
   }
 
+  // The second and last try of a request whose reused connection was closed under it, in what is
+  // left of the first try's deadline. Nothing was answered, so the server did not act on it.
+  const sendAgain = (request: PreparedRequest, startedNanos: bigint) => (stale: StaleConnection) => {
+    const leftMs = timeoutMs - Number(clock.unsafeCurrentTimeNanos() - startedNanos) / 1e6
+    if (leftMs <= 0) return Effect.fail(stale.error)
+    return Effect.logDebug("Sending again on a fresh connection: the kept-alive one closed before answering").pipe(
+      Effect.annotateLogs({ host: request.host, purpose: request.purpose, first_error: stale.error.message }),
+      Effect.zipRight(exchange(freshNow(), request, deadlines, timeoutMs)),
+      Effect.catchTag("StaleConnection", (again) => Effect.fail(again.error)),
+      Effect.timeoutFail({ duration: leftMs, onTimeout: () => new EgressTimeout({ host: request.host, timeoutMs }) })
+    )
+  }
+
   // Deliberately lean (no span or log per exchange): on loopback a span alone costs about a
   // quarter of the exchange, and the caller's span (the bridge operation) already covers it.
   const send = (request: EgressRequest): Effect.Effect<EgressResponse, EgressError> => {
@@ -187,6 +221,7 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     if (Either.isLeft(prepared)) return Effect.tapError(Effect.fail(prepared.left), warnRefusal(request))
     const started = clock.unsafeCurrentTimeNanos()
     return exchange(agentNow(), prepared.right, deadlines, timeoutMs).pipe(
+      Effect.catchTag("StaleConnection", sendAgain(prepared.right, started)),
       Effect.map((response): EgressResponse => ({
         ...response,
         durationMs: Number(clock.unsafeCurrentTimeNanos() - started) / 1e6

@@ -999,7 +999,8 @@ export const run = <A, R>(
     // Open once the first LISTEN is in effect (or failed: then the runner polls meanwhile). The first claim
     // waits for it: a job queued between a claim made earlier and the LISTEN would sleep until the poll.
     const listening = yield* Deferred.make<void>()
-    const listen = Stream.unwrapScoped(Effect.tap(notifier.subscribe(jobs.channel), () => Deferred.succeed(listening, undefined))).pipe(
+    const listen = Stream.unwrapScoped(Effect.tap(notifier.subscribe(jobs.channel), () =>
+      Effect.zipRight(Deferred.succeed(listening, undefined), Effect.logDebug("Job notifications listening")))).pipe(
       Stream.runForEach(() => wakeUp.offer(void 0)),
       Effect.catchAllCause((cause) =>
         Effect.zipRight(Deferred.succeed(listening, undefined), Effect.logWarning("Job notifications interrupted; polling meanwhile", cause))

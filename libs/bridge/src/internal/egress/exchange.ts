@@ -10,14 +10,20 @@
  * (the connection is reused), passes 1 MiB or the deadline (the connection
  * is dropped).
  *
+ * A failure before any answer byte on a connection that had carried an
+ * earlier exchange (the server closed a kept-alive connection just as it was
+ * reused) is `StaleConnection`: the caller may send the request again, once,
+ * on a fresh connection.
+ *
  * Written on undici's `dispatch` handler API inside a single `Effect.async`:
  * no promise, no body stream and one async boundary per exchange keep egress
  * close to the cost of a raw undici request.
  */
-import { Effect } from "effect"
+import { Data, Effect } from "effect"
 import type { IncomingHttpHeaders } from "node:http"
 import type { Agent, Dispatcher } from "undici"
 import { classifyFailure } from "./classifyFailure.js"
+import { track, type Written } from "./connectionReuse.js"
 import type { Deadlines } from "./Deadlines.js"
 import {
   EgressEncodingRefused,
@@ -63,14 +69,23 @@ const refuseHeaders = (host: string, headers: Record<string, string>): EgressErr
 
 const NO_BODY = new Uint8Array(0)
 
+/** The connection broke before any answer byte, and it was a reused one: `error` is what happened. */
+export class StaleConnection extends Data.TaggedError("StaleConnection")<{ readonly error: EgressError }> {}
+
+// What a server closing a connection looks like from the client.
+const CONNECTION_LOST = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"])
+
+const connectionLost = (error: EgressError): boolean =>
+  error._tag === "EgressNetworkError" && error.code !== undefined && CONNECTION_LOST.has(error.code)
+
 /** Sends `request` and reads the whole response (or only its head); no redirect is followed. */
 export const exchange = (
   agent: Agent,
   request: PreparedRequest,
   deadlines: Deadlines,
   timeoutMs: number
-): Effect.Effect<RawResponse, EgressError> =>
-  Effect.async<RawResponse, EgressError>((resume) => {
+): Effect.Effect<RawResponse, EgressError | StaleConnection> =>
+  Effect.async<RawResponse, EgressError | StaleConnection>((resume) => {
     const { discardBody, host } = request
     let settled = false
     let controller: Dispatcher.DispatchController | undefined
@@ -78,9 +93,12 @@ export const exchange = (
     let headers: Record<string, string> = {}
     const chunks: Array<Buffer> = []
     let size = 0
+    // Any answer byte (an informational 1xx too) means the server may have acted on the request.
+    let answered = false
+    const written: Written = { reused: false }
 
     // Settles once. A failure aborts the request: undici then destroys the socket.
-    const fail = (error: EgressError) => {
+    const fail = (error: EgressError | StaleConnection) => {
       if (settled) return
       settled = true
       disarm()
@@ -108,9 +126,11 @@ export const exchange = (
         onRequestStart: (started) => {
           controller = started
           // Timed out or interrupted while still waiting for a connection.
-          if (settled) started.abort(new EgressNetworkError({ host, kind: "connect", reason: "the exchange was abandoned" }))
+          if (settled) return started.abort(new EgressNetworkError({ host, kind: "connect", reason: "the exchange was abandoned" }))
+          track(written)
         },
         onResponseStart: (_, statusCode, responseHeaders) => {
+          answered = true
           // 1xx informational answers are not the response.
           if (statusCode < 200 || settled) return
           status = statusCode
@@ -139,7 +159,11 @@ export const exchange = (
           const body = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
           resume(Effect.succeed({ status, headers, body }))
         },
-        onResponseError: (_, error) => (settled ? disarm() : fail(classifyFailure(host, timeoutMs, error)))
+        onResponseError: (_, error) => {
+          if (settled) return disarm()
+          const failure = classifyFailure(host, timeoutMs, error)
+          fail(!answered && written.reused && connectionLost(failure) ? new StaleConnection({ error: failure }) : failure)
+        }
       }
     )
 
