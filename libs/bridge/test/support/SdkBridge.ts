@@ -47,7 +47,11 @@ interface Refusal {
   readonly message: string
 }
 
-/** An Effect Schema as the Standard Schema (with JSON Schema) the SDK takes for a tool's input. */
+/**
+ * An Effect Schema as the Standard Schema (with JSON Schema) the SDK takes for a tool's input. The SDK
+ * validates with the Standard Schema (an Effect decode, which ignores unknown fields: Serialization rule 3);
+ * the JSON Schema is only listed by tools/list, which crm-relay never calls.
+ */
 const inputSchema = <A, I>(schema: Schema.Schema<A, I>): StandardSchemaWithJSON<I, A> => {
   const json: Record<string, unknown> = { ...JSONSchema.make(schema) }
   return { "~standard": { ...Schema.standardSchemaV1(schema)["~standard"], jsonSchema: { input: () => json, output: () => json } } }
