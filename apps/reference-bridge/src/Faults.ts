@@ -164,6 +164,9 @@ export class McpTextOnly extends Schema.TaggedClass<McpTextOnly>()("McpTextOnly"
 /** MCP: run the tool, then answer with a different JSON-RPC id than the request's. */
 export class McpWrongId extends Schema.TaggedClass<McpWrongId>()("McpWrongId", {}) {}
 
+/** MCP: run the tool, then answer without `isError`, as the official MCP SDK does (MCP's schema: absent means false). */
+export class McpOmitsIsError extends Schema.TaggedClass<McpOmitsIsError>()("McpOmitsIsError", {}) {}
+
 /** Every fault. */
 export const Fault = Schema.Union(
   Status,
@@ -181,7 +184,8 @@ export const Fault = Schema.Union(
   McpResultType,
   McpIsError,
   McpTextOnly,
-  McpWrongId
+  McpWrongId,
+  McpOmitsIsError
 )
 export type Fault = typeof Fault.Type
 
@@ -192,7 +196,8 @@ const MCP_ONLY = new Set<Fault["_tag"]>([
   "McpResultType",
   "McpIsError",
   "McpTextOnly",
-  "McpWrongId"
+  "McpWrongId",
+  "McpOmitsIsError"
 ])
 
 /**
@@ -249,6 +254,7 @@ export const mcpResultType = (resultType?: string) => new McpResultType(resultTy
 export const mcpIsError = () => new McpIsError()
 export const mcpTextOnly = () => new McpTextOnly()
 export const mcpWrongId = () => new McpWrongId()
+export const mcpOmitsIsError = () => new McpOmitsIsError()
 
 /** A rule: `Faults.rule(Faults.status(503), { operation: "leads.create", times: 2 })`. */
 export const rule = (

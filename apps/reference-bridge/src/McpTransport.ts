@@ -108,6 +108,10 @@ const answerWithFault = (
     }
     case "McpWrongId":
       return HttpServerResponse.unsafeJson({ ...message, id: otherId(message["id"]) })
+    case "McpOmitsIsError": {
+      const { isError: _, ...rest } = result
+      return HttpServerResponse.unsafeJson({ ...message, result: rest })
+    }
     case "McpSse": {
       const notifications = Array.from({ length: f.notifications ?? 0 }, (_, i) => ({
         jsonrpc: "2.0",

@@ -176,6 +176,15 @@ describe("MCP faults", () => {
       expect(typeof id === "string" && id.length === 24 && id !== answer.rpcId).toBe(true)
     }))
 
+  it.scopedLive("isError omitted (the official MCP SDK's shape): the write ran, the receipt is structuredContent and isError is absent", () =>
+    Effect.gen(function*() {
+      const { answer, stored } = yield* withFault(Faults.mcpOmitsIsError())
+      const result = answer.messages[0]!["result"] as Record<string, unknown>
+      expect(result).toMatchObject({ resultType: "complete", structuredContent: { id: expect.any(String) } })
+      expect("isError" in result).toBe(false)
+      expect(stored).toBe(1)
+    }))
+
   it.scopedLive("MCP-only faults never hit the REST transport", () =>
     Effect.gen(function*() {
       const { agent, bridge } = yield* startBridge()

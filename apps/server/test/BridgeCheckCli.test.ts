@@ -67,6 +67,21 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay bridge check
       expect(faulty.stderr).toContain("The bridge did not pass the read-only level: 1 check(s) failed")
       yield* bridge.control.clearFaults
 
+      // Answers without isError, as the official MCP SDK gives them: a WARN with its hint, and still exit 0.
+      yield* bridge.control.setFault(Faults.mcpOmitsIsError(), { transport: "mcp", times: "always" })
+      const warnJunit = Path.join(dir, "warn.xml")
+      const warned = yield* run(
+        ["bridge", "check", "--tenant", TENANT.tenantId, "--transport", "mcp", "--url", bridge.mcpUrl, "--api-key", TENANT.apiKey, "--junit", warnJunit]
+      )
+      expect(warned.code, warned.stderr).toBe(0)
+      expect(warned.stdout).toContain("WARN  mcp.tool_result")
+      expect(warned.stdout).toContain("hint: Nothing to fix for crm-relay; to meet the contract's wording, send isError: false explicitly")
+      expect(warned.stdout).toMatch(/Verdict: PASSED — the bridge earns the read-only level \(asked: read-only\); \d+ passed, 1 warned \(not failures\), 0 failed/)
+      const warnXml = Fs.readFileSync(warnJunit, "utf8")
+      expect(warnXml).toContain(`failures="0"`)
+      expect(warnXml).toContain("<system-out>WARN: ")
+      yield* bridge.control.clearFaults
+
       // Usage mistakes: exit 2, nothing sent.
       const before = (yield* bridge.control.received).length
       const noUrl = yield* run(["bridge", "check", "--tenant", TENANT.tenantId, "--api-key", TENANT.apiKey])

@@ -1,7 +1,9 @@
 /**
  * The bridge conformance check: runs svc.crm.v1's rules as executable checks
- * against one bridge connection and reports PASS / FAIL / SKIP per rule, with
- * redacted evidence, a hint, and the level the bridge earns.
+ * against one bridge connection and reports PASS / WARN / FAIL / SKIP per rule,
+ * with redacted evidence, a hint, and the level the bridge earns. A WARN
+ * never costs a level: it marks what the client accepts but the contract's
+ * wording asks more of.
  *
  * - The read-only level (default) writes nothing: it is safe on a production
  *   tenant. The write level (`writes: true`) creates contacts, leads and
@@ -55,7 +57,7 @@ export const checkIds = (transport: string): ReadonlyArray<string> => describe(t
 
 const LEVEL_ORDER: Record<Contract.Level, number> = { "read-only": 0, "writes": 1 }
 
-/** The level earned: every check of it, and of the levels below, passed or was skipped. */
+/** The level earned: no check of it, nor of the levels below, failed (passed, warned or skipped). */
 const earnedLevel = (checks: ReadonlyArray<Contract.CheckResult>, writes: boolean): Contract.EarnedLevel => {
   const failed = (level: Contract.Level) => checks.some((c) => c.level === level && c.status === "fail")
   if (failed("read-only")) return "none"
@@ -151,7 +153,7 @@ export const run = (
       requested_level: writes ? "writes" : "read-only",
       earned_level: earned,
       passed: earned === (writes ? "writes" : "read-only"),
-      counts: { pass: count("pass"), fail: count("fail"), skip: count("skip") },
+      counts: { pass: count("pass"), warn: count("warn"), fail: count("fail"), skip: count("skip") },
       started_at: new Date(startedMillis).toISOString(),
       duration_ms: clock.unsafeCurrentTimeMillis() - startedMillis,
       checks

@@ -1,17 +1,18 @@
 /**
  * A conformance report for people and for CI: text for a terminal (one line
- * per check; rule, evidence and hint under each failure) and JUnit XML (one
- * test case per check, failures and skips as JUnit reads them).
+ * per check; rule, evidence and hint under each failure, rule and hint under
+ * each warning) and JUnit XML (one test case per check, failures and skips as
+ * JUnit reads them; a warning is a passing case whose output says WARN).
  */
 import type { Conformance } from "@crm-relay/contract"
 
-const MARK: Record<Conformance.CheckStatus, string> = { pass: "PASS", fail: "FAIL", skip: "SKIP" }
+const MARK: Record<Conformance.CheckStatus, string> = { pass: "PASS", warn: "WARN", fail: "FAIL", skip: "SKIP" }
 
 const verdict = (report: Conformance.Report): string => {
-  const { fail, pass, skip } = report.counts
+  const { fail, pass, skip, warn } = report.counts
   const level = report.earned_level === "none" ? "no level" : `the ${report.earned_level} level`
   return `Verdict: ${report.passed ? "PASSED" : "FAILED"} — the bridge earns ${level} (asked: ${report.requested_level}); ` +
-    `${pass} passed, ${fail} failed, ${skip} skipped.`
+    `${pass} passed, ${warn === 0 ? "" : `${warn} warned (not failures), `}${fail} failed, ${skip} skipped.`
 }
 
 /** The report as terminal text. `verbose` also shows the evidence of passed checks. */
@@ -30,13 +31,14 @@ export const text = (report: Conformance.Report, options: { readonly verbose?: b
       lines.push(level === "read-only" ? "Read-only level (writes nothing)" : "Write level (creates labelled test records)")
     }
     lines.push(`  ${MARK[check.status]}  ${check.id.padEnd(width)}  ${check.detail}`)
-    if (check.status === "fail" || (options.verbose === true && check.status === "pass")) {
+    const flagged = check.status === "fail" || check.status === "warn"
+    if (flagged || (options.verbose === true && check.status === "pass")) {
       lines.push(`        rule (${check.section}): ${check.rule}`)
       for (const e of check.evidence.slice(0, 3)) {
         lines.push(`        sent: ${e.sent}`)
         lines.push(`        got:  ${e.received} (${e.duration_ms} ms)`)
       }
-      if (check.status === "fail") lines.push(`        hint: ${check.hint}`)
+      if (flagged) lines.push(`        hint: ${check.hint}`)
     }
   }
   lines.push("", verdict(report))
@@ -64,6 +66,8 @@ export const junit = (report: Conformance.Report): string => {
         ? `<failure message="${escape(c.detail)}" type="${escape(c.id)}">${escape(body)}</failure>`
         : c.status === "skip"
         ? `<skipped message="${escape(c.detail)}"/>`
+        : c.status === "warn"
+        ? `<system-out>${escape(`WARN: ${c.detail}\n${body}`)}</system-out>`
         : `<system-out>${escape(`${c.detail}\n${body}`)}</system-out>`
       return `    <testcase classname="svc.crm.v1.${level}" name="${escape(c.id)}" time="${seconds(c).toFixed(3)}">${inner}</testcase>`
     })

@@ -211,6 +211,7 @@ const TABLE: ReadonlyArray<Row> = [
     fails: ["latency.deadline"]
   },
   { name: "MCP answers over SSE with notifications first (allowed)", transports: ["mcp"], faults: [Faults.rule(Faults.mcpSse(2), { times: "always" })], fails: [] },
+  { name: "MCP omits isError on success, as the official SDK does (MCP's schema: absent means false; a WARN)", transports: ["mcp"], faults: [Faults.rule(Faults.mcpOmitsIsError(), { times: "always" })], fails: [] },
   { name: "MCP answers another request id", transports: ["mcp"], faults: always(Faults.mcpWrongId(), "contacts.search"), fails: ["mcp.request_id"] },
   { name: "MCP answers a tool error", transports: ["mcp"], faults: always(Faults.mcpIsError(), "contacts.search"), fails: ["mcp.tool_result"] },
   { name: "MCP answers an input_required result", transports: ["mcp"], faults: always(Faults.mcpResultType(), "contacts.search"), fails: ["mcp.tool_result"] },

@@ -1,13 +1,16 @@
 /**
  * The bridge conformance report: which svc.crm.v1 rules a bridge was checked
- * against, how each check ended (PASS / FAIL / SKIP) with redacted evidence
+ * against, how each check ended (PASS / WARN / FAIL / SKIP) with redacted evidence
  * and a hint, and the level the bridge earns. The CLI's `--json`, the
  * internal API's check route and the Integrations area share it.
  */
 import { Schema } from "effect"
 
-/** How one check ended. */
-export const CheckStatus = Schema.Literal("pass", "fail", "skip").annotations({ identifier: "ConformanceCheckStatus" })
+/**
+ * How one check ended. `warn` passes (it never costs a level) but notes where
+ * the bridge meets MCP's own schema and not the contract's stricter wording.
+ */
+export const CheckStatus = Schema.Literal("pass", "warn", "fail", "skip").annotations({ identifier: "ConformanceCheckStatus" })
 export type CheckStatus = typeof CheckStatus.Type
 
 /**
@@ -17,7 +20,7 @@ export type CheckStatus = typeof CheckStatus.Type
 export const Level = Schema.Literal("read-only", "writes").annotations({ identifier: "ConformanceLevel" })
 export type Level = typeof Level.Type
 
-/** The level a bridge earns: every check of the level (and of the levels below) passed. */
+/** The level a bridge earns: no check of the level (nor of the levels below) failed; a warning does not fail. */
 export const EarnedLevel = Schema.Literal("none", "read-only", "writes").annotations({ identifier: "ConformanceEarnedLevel" })
 export type EarnedLevel = typeof EarnedLevel.Type
 
@@ -46,7 +49,7 @@ export const CheckResult = Schema.Struct({
   status: CheckStatus,
   /** One sentence: what was observed (or why the check was skipped). */
   detail: Schema.String,
-  /** One line: what to change in the bridge when the check fails. */
+  /** One line: what to change in the bridge when the check fails or warns. */
   hint: Schema.String,
   evidence: Schema.Array(Evidence)
 }).annotations({ identifier: "ConformanceCheck" })
@@ -64,7 +67,7 @@ export const Report = Schema.Struct({
   earned_level: EarnedLevel,
   /** True when the requested level was earned. */
   passed: Schema.Boolean,
-  counts: Schema.Struct({ pass: Schema.Int, fail: Schema.Int, skip: Schema.Int }),
+  counts: Schema.Struct({ pass: Schema.Int, warn: Schema.Int, fail: Schema.Int, skip: Schema.Int }),
   started_at: Schema.String,
   duration_ms: Schema.Number,
   checks: Schema.Array(CheckResult)

@@ -2,7 +2,8 @@
  * "Check conformance" on a stored connection: runs the read-only bridge
  * conformance check (nothing is written to the CRM) and shows the verdict,
  * the failures first with the contract rule each proves and the hint to fix
- * it, and every check's status behind a disclosure.
+ * it, then the warnings (passed, but the contract asks more), and every
+ * check's status behind a disclosure.
  */
 import { useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
@@ -10,8 +11,8 @@ import { Status } from "../ui/Status.js"
 
 type Report = PortalApi.ConformanceReport
 
-const statusLabel = { pass: "PASS", fail: "FAIL", skip: "SKIP" } as const
-const badgeClass = { pass: "succeeded", fail: "failed", skip: "pending" } as const
+const statusLabel = { pass: "PASS", warn: "WARN", fail: "FAIL", skip: "SKIP" } as const
+const badgeClass = { pass: "succeeded", warn: "disabled", fail: "failed", skip: "pending" } as const
 
 const Verdict = ({ report }: { readonly report: Report }) => (
   <p className={report.passed ? "ok" : "error"} role="status" data-testid="conformance-verdict">
@@ -20,18 +21,19 @@ const Verdict = ({ report }: { readonly report: Report }) => (
       : "Not conformant: fix the failed checks below, then check again."}
     {" "}
     <span className="hint">
-      {report.counts.pass} passed · {report.counts.fail} failed · {report.counts.skip} skipped · contract {report.contract_version}
+      {report.counts.pass} passed · {report.counts.warn > 0 && <>{report.counts.warn} warned · </>}{report.counts.fail} failed · {report.counts.skip} skipped · contract {report.contract_version}
     </span>
   </p>
 )
 
-const Failure = ({ check }: { readonly check: Report["checks"][number] }) => (
-  <li data-testid="conformance-failure">
+const Finding = ({ check }: { readonly check: Report["checks"][number] }) => (
+  <li data-testid={check.status === "warn" ? "conformance-warning" : "conformance-failure"}>
     <div className="grow">
-      <span className="badge failed">FAIL</span> <code>{check.id}</code> <span className="hint">({check.section})</span>
+      <span className={`badge ${badgeClass[check.status]}`}>{statusLabel[check.status]}</span> <code>{check.id}</code>{" "}
+      <span className="hint">({check.section})</span>
       <blockquote className="rule">{check.rule}</blockquote>
       <p>{check.detail}</p>
-      <p><strong>Fix:</strong> {check.hint}</p>
+      <p><strong>{check.status === "warn" ? "Not a failure; to meet the contract's wording:" : "Fix:"}</strong> {check.hint}</p>
     </div>
   </li>
 )
@@ -56,6 +58,7 @@ export const ConformanceCheck = (
   }
 
   const failures = report?.checks.filter((c) => c.status === "fail") ?? []
+  const warnings = report?.checks.filter((c) => c.status === "warn") ?? []
   return (
     <div className="conformance" data-testid="conformance">
       <button type="button" disabled={disabled || busy} aria-busy={busy} onClick={check}>
@@ -69,7 +72,13 @@ export const ConformanceCheck = (
           {failures.length > 0 && (
             <>
               <h4>Failed checks</h4>
-              <ul className="list">{failures.map((c) => <Failure key={c.id} check={c} />)}</ul>
+              <ul className="list">{failures.map((c) => <Finding key={c.id} check={c} />)}</ul>
+            </>
+          )}
+          {warnings.length > 0 && (
+            <>
+              <h4>Warnings (passed)</h4>
+              <ul className="list">{warnings.map((c) => <Finding key={c.id} check={c} />)}</ul>
             </>
           )}
           <details>

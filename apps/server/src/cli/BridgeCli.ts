@@ -160,9 +160,9 @@ const check = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Check a bridge against the svc.crm.v1 contract: every rule as a PASS/FAIL/SKIP check with evidence and a hint, and the level " +
+    "Check a bridge against the svc.crm.v1 contract: every rule as a PASS/WARN/FAIL/SKIP check with evidence and a hint, and the level " +
       "the bridge earns. Read-only by default (writes nothing: safe on a production tenant); --writes also checks the write path " +
-      "on a test tenant. Exit 0 when the requested level passes, 1 when a check fails, 2 for a usage mistake."
+      "on a test tenant. A WARN passes. Exit 0 when the requested level passes, 1 when a check fails, 2 for a usage mistake."
   )
 )
 

@@ -4,6 +4,8 @@
  * are skipped; a server request, a JSON-RPC error, a wrong id echo, a
  * resultType other than "complete", `isError: true` or a result without
  * structuredContent fails the operation. Plain text is never a receipt.
+ * `isError` absent means false, as MCP's schema says: the client and the
+ * conformance check read a result through the one `toolResultReceipt`.
  */
 import { Either, Option, Schema } from "effect"
 import { createParser } from "eventsource-parser"
@@ -16,6 +18,30 @@ import { parseJson } from "./answers.js"
 const MAX_SSE_BUFFER = 1024 * 1024
 
 const decodeMessage = Schema.decodeUnknownEither(Mcp.JsonRpcMessage)
+const decodeToolResult = Schema.decodeUnknownEither(Mcp.ToolResult)
+
+/**
+ * The structuredContent of a tools/call result, or why it is no receipt (to
+ * follow "The MCP answer to <operation> …"). The result is read with the
+ * contract's `Mcp.ToolResult`, so an absent `isError` is false.
+ */
+export const toolResultReceipt = (result: Mcp.ToolResult): Either.Either<unknown, string> =>
+  result.resultType !== "complete"
+    ? Either.left("is not a complete result")
+    : result.isError
+    ? Either.left("is a tool error (isError: true)")
+    // Without structuredContent there is only text, which is never parsed into a receipt;
+    // structuredContent that is not a receipt object is judged by the receipt checks.
+    : result.structuredContent === undefined
+    ? Either.left("has no structuredContent; plain text is never parsed into a receipt")
+    : Either.right(result.structuredContent)
+
+/** `toolResultReceipt` of a raw (undecoded) `result` member, as the conformance check sees it on the wire. */
+export const rawToolResultReceipt = (result: unknown): Either.Either<unknown, string> =>
+  Either.match(decodeToolResult(result), {
+    onLeft: () => Either.left("is not a tools/call result"),
+    onRight: toolResultReceipt
+  })
 
 const protocolError = (operation: Operations.OperationName, status: number, why: string): Permanent =>
   new Permanent({ operation, status, kind: "protocol", message: `The MCP answer to ${operation} ${why}.` })
@@ -41,19 +67,10 @@ const readMessage = (operation: Operations.OperationName, status: number, reques
   if (message.id !== requestId) {
     return Either.left(protocolError(operation, status, "does not echo the request id"))
   }
-  const result = message.result
-  if (result.resultType !== "complete") {
-    return Either.left(protocolError(operation, status, "is not a complete result"))
-  }
-  if (result.isError) return Either.left(protocolError(operation, status, "is a tool error (isError: true)"))
-  // Without structuredContent there is only text, which is never parsed into a receipt;
-  // structuredContent that is not a receipt object is judged by the receipt checks.
-  if (result.structuredContent === undefined) {
-    return Either.left(
-      protocolError(operation, status, "has no structuredContent; plain text is never parsed into a receipt")
-    )
-  }
-  return Either.right(Option.some(result.structuredContent))
+  return Either.match(toolResultReceipt(message.result), {
+    onLeft: (why) => Either.left(protocolError(operation, status, why)),
+    onRight: (receipt) => Either.right(Option.some(receipt))
+  })
 }
 
 /** The structuredContent of a JSON-body answer: exactly one final response. */

@@ -120,7 +120,7 @@ const jsonRpcText = (message: unknown): string => {
   if (isRecord(error)) return `${id} error code ${JSON.stringify(redactRemote(error["code"]))}`
   const r = m["result"]
   if (!isRecord(r)) return `${id} ${JSON.stringify(redactRemote(m))}`
-  return `${id} resultType=${JSON.stringify(redactRemote(r["resultType"]))} isError=${JSON.stringify(r["isError"])} ` +
+  return `${id} resultType=${JSON.stringify(redactRemote(r["resultType"]))} isError=${"isError" in r ? JSON.stringify(r["isError"]) : "absent (false)"} ` +
     `structuredContent ${"structuredContent" in r ? JSON.stringify(redactRemote(r["structuredContent"])) : "missing"}`
 }
 
