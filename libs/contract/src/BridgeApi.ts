@@ -29,7 +29,7 @@ import {
   LeadsCreateResponse,
   REST_PATHS
 } from "./Operations.js"
-import { replaceDecodeErrors } from "./internal/openapi.js"
+import { LICENSE, replaceDecodeErrors } from "./internal/openapi.js"
 import { IdempotencyKey } from "./Values.js"
 
 /** 429 from a bridge: transient; `Retry-After` is honoured up to five minutes. */
@@ -142,6 +142,7 @@ export class BridgeGroup extends HttpApiGroup.make("bridge", { topLevel: true })
   )
   .middleware(BridgeAuthorization)
   .annotate(OpenApi.Title, "svc.crm.v1")
+  .annotate(OpenApi.Description, "The six bridge operations: each an HTTPS POST of a JSON object to its path under `{bridge_base_url}`.")
 {}
 
 /** The Custom CRM Bridge contract (svc.crm.v1), REST transport. */
@@ -165,5 +166,6 @@ export class BridgeApi extends HttpApi.make("crm-bridge")
     OpenApi.Transform,
     replaceDecodeErrors({ description: "Permanent: the request is not valid for this contract. No error body is relied on." })
   )
+  .annotate(OpenApi.License, LICENSE)
   .annotate(OpenApi.Servers, [{ url: "{bridge_base_url}", variables: { bridge_base_url: { default: "https://bridge.example.com/crm" } } }])
 {}

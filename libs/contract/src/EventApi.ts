@@ -5,7 +5,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { declareRetryAfter, replaceDecodeErrors } from "./internal/openapi.js"
+import { baseUrlServer, declareRetryAfter, LICENSE, replaceDecodeErrors } from "./internal/openapi.js"
 import {
   BadRequest,
   NotFound,
@@ -116,5 +116,7 @@ export class EventApi extends HttpApi.make("event-api")
       "the account comes from the key. 60 requests per key per minute. Errors are the Error object " +
       "`{\"error\": \"One sentence.\"}`; every other path or method is 404."
   )
+  .annotate(OpenApi.License, LICENSE)
+  .annotate(OpenApi.Servers, baseUrlServer("https://events.example.com", "The Event API's public HTTPS address (the server's PORT, behind your TLS proxy)."))
   .annotate(OpenApi.Transform, (spec) => declareRetryAfter(errorObjectFor400(spec)))
 {}

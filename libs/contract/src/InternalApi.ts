@@ -20,6 +20,7 @@ import {
 } from "@effect/platform"
 import * as Accounts from "./Accounts.js"
 import * as Events from "./Events.js"
+import { baseUrlServer, LICENSE } from "./internal/openapi.js"
 import { Schema } from "effect"
 import * as CallsApi from "./InternalApi/CallsApi.js"
 import * as ConnectionsApi from "./InternalApi/ConnectionsApi.js"
@@ -65,42 +66,55 @@ const ready = Schema.Struct({ status: Schema.Literal("ready"), database: Schema.
 export class AccountsGroup extends HttpApiGroup.make("accounts")
   .add(
     HttpApiEndpoint.post("create", "/v1/accounts")
+      .annotate(OpenApi.Summary, "Create an account")
       .setPayload(CreateAccountRequest)
       .addSuccess(Accounts.Account, { status: 201 })
       .addError(Events.BadRequest.wire)
   )
   .add(
     HttpApiEndpoint.post("createKey", "/v1/accounts/:id/keys")
+      .annotate(OpenApi.Summary, "Create an integration key")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(CreatedKey, { status: 201 })
       .addError(Events.NotFound.wire)
   )
   .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Accounts and the integration keys they are created with.")
 {}
 
 /** Integration keys by id. */
 export class KeysGroup extends HttpApiGroup.make("keys")
   .add(
     HttpApiEndpoint.post("disable", "/v1/keys/:keyId/disable")
+      .annotate(OpenApi.Summary, "Disable an integration key")
       .setPath(Schema.Struct({ keyId: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
       .addError(Events.NotFound.wire)
   )
   .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Integration keys by id.")
 {}
 
 /** Operations: migrations (already run at start; idempotent). */
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(
-    HttpApiEndpoint.post("migrate", "/v1/migrations").addSuccess(Schema.Struct({ applied: Schema.Array(AppliedMigration) }))
+    HttpApiEndpoint.post("migrate", "/v1/migrations")
+      .annotate(OpenApi.Summary, "Apply pending database migrations")
+      .addSuccess(Schema.Struct({ applied: Schema.Array(AppliedMigration) }))
   )
   .middleware(AdminAuth)
+  .annotate(OpenApi.Description, "Database schema migrations.")
 {}
 
 /** Liveness and readiness probes (no token). */
 export class HealthGroup extends HttpApiGroup.make("health")
-  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(ok))
-  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(ready).addError(NotReady.wire))
+  .add(HttpApiEndpoint.get("healthz", "/healthz").annotate(OpenApi.Summary, "Liveness probe").addSuccess(ok))
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .annotate(OpenApi.Summary, "Readiness probe")
+      .addSuccess(ready).addError(NotReady.wire)
+  )
+  .annotate(OpenApi.Description, "Liveness and readiness probes; no token needed.")
 {}
 
 /** The internal API. */
@@ -131,4 +145,6 @@ export class InternalApi extends HttpApi.make("internal-api")
       "webhook deliveries, the listings and the receiver lifecycle (subscription state, disable, enable, recover). Everything except /healthz and /readyz needs " +
       "`Authorization: Bearer <ADMIN_TOKEN>`. Errors are the Error object `{\"error\": \"One sentence.\"}`."
   )
+  .annotate(OpenApi.License, LICENSE)
+  .annotate(OpenApi.Servers, baseUrlServer("http://127.0.0.1:8081", "The internal API's address: http://ADMIN_HOST:ADMIN_PORT (never public)."))
 {}

@@ -17,6 +17,7 @@ import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./
 import { Report as ConformanceReport } from "./Conformance.js"
 import * as Deliveries from "./Deliveries.js"
 import { AuthRequest } from "./InternalApi/ConnectionsApi.js"
+import { baseUrlServer, LICENSE } from "./internal/openapi.js"
 import { CapabilitiesResponse } from "./Operations.js"
 import {
   RecoverRequest,
@@ -101,9 +102,14 @@ export const SessionView = Schema.Struct({
 export type SessionView = typeof SessionView.Type
 
 export class SessionGroup extends HttpApiGroup.make("session")
-  .add(HttpApiEndpoint.get("get", "/api/session").addSuccess(SessionView))
-  .add(HttpApiEndpoint.post("logout", "/api/session/logout").addSuccess(HttpApiSchema.NoContent))
+  .add(HttpApiEndpoint.get("get", "/api/session").annotate(OpenApi.Summary, "Get the session").addSuccess(SessionView))
+  .add(
+    HttpApiEndpoint.post("logout", "/api/session/logout")
+      .annotate(OpenApi.Summary, "Sign out")
+      .addSuccess(HttpApiSchema.NoContent)
+  )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "The signed-in session.")
 {}
 
 // ---------------------------------------------------------------------------
@@ -132,12 +138,23 @@ export type CreatedKey = typeof CreatedKey.Type
 const keyPath = Schema.Struct({ keyId: Schema.String })
 
 export class KeysGroup extends HttpApiGroup.make("keys")
-  .add(HttpApiEndpoint.get("list", "/api/keys").addSuccess(Schema.Struct({ keys: Schema.Array(KeyView) })))
   .add(
-    HttpApiEndpoint.post("create", "/api/keys").setPayload(CreateKeyRequest).addSuccess(CreatedKey, { status: 201 }).addError(BadRequest.wire)
+    HttpApiEndpoint.get("list", "/api/keys")
+      .annotate(OpenApi.Summary, "List integration keys")
+      .addSuccess(Schema.Struct({ keys: Schema.Array(KeyView) }))
   )
-  .add(HttpApiEndpoint.post("disable", "/api/keys/:keyId/disable").setPath(keyPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire))
+  .add(
+    HttpApiEndpoint.post("create", "/api/keys")
+      .annotate(OpenApi.Summary, "Create an integration key")
+      .setPayload(CreateKeyRequest).addSuccess(CreatedKey, { status: 201 }).addError(BadRequest.wire)
+  )
+  .add(
+    HttpApiEndpoint.post("disable", "/api/keys/:keyId/disable")
+      .annotate(OpenApi.Summary, "Disable an integration key")
+      .setPath(keyPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire)
+  )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "The account's integration keys.")
 {}
 
 // ---------------------------------------------------------------------------
@@ -190,14 +207,25 @@ export { RecoverRequest, RecoveryView, SubscriptionDisabled, ToggleAnswer }
 const hookPath = Schema.Struct({ id: Schema.String })
 
 export class HooksGroup extends HttpApiGroup.make("hooks")
-  .add(HttpApiEndpoint.get("list", "/api/hooks").addSuccess(HookList))
+  .add(HttpApiEndpoint.get("list", "/api/hooks").annotate(OpenApi.Summary, "List hooks").addSuccess(HookList))
   .add(
-    HttpApiEndpoint.post("create", "/api/hooks").setPayload(CreateHookRequest).addSuccess(HookView, { status: 201 }).addError(BadRequest.wire)
+    HttpApiEndpoint.post("create", "/api/hooks")
+      .annotate(OpenApi.Summary, "Add a hook")
+      .setPayload(CreateHookRequest).addSuccess(HookView, { status: 201 }).addError(BadRequest.wire)
   )
-  .add(HttpApiEndpoint.del("remove", "/api/hooks/:id").setPath(hookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire))
-  .add(HttpApiEndpoint.post("test", "/api/hooks/:id/test").setPath(hookPath).addSuccess(TestSent, { status: 202 }).addError(NotFound.wire))
+  .add(
+    HttpApiEndpoint.del("remove", "/api/hooks/:id")
+      .annotate(OpenApi.Summary, "Remove a hook")
+      .setPath(hookPath).addSuccess(HttpApiSchema.NoContent).addError(NotFound.wire)
+  )
+  .add(
+    HttpApiEndpoint.post("test", "/api/hooks/:id/test")
+      .annotate(OpenApi.Summary, "Send a test event to a hook")
+      .setPath(hookPath).addSuccess(TestSent, { status: 202 }).addError(NotFound.wire)
+  )
   .add(
     HttpApiEndpoint.post("disable", "/api/hooks/:id/disable")
+      .annotate(OpenApi.Summary, "Disable a hook")
       .setPath(hookPath)
       .addSuccess(ToggleAnswer)
       .addError(NotFound.wire)
@@ -205,6 +233,7 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
   )
   .add(
     HttpApiEndpoint.post("enable", "/api/hooks/:id/enable")
+      .annotate(OpenApi.Summary, "Enable a hook")
       .setPath(hookPath)
       .addSuccess(ToggleAnswer)
       .addError(NotFound.wire)
@@ -212,6 +241,7 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
   )
   .add(
     HttpApiEndpoint.post("recover", "/api/hooks/:id/recover")
+      .annotate(OpenApi.Summary, "Send a hook's failed deliveries again")
       .setPath(hookPath)
       .setPayload(RecoverRequest)
       .addSuccess(RecoveryView, { status: 202 })
@@ -224,8 +254,13 @@ export class HooksGroup extends HttpApiGroup.make("hooks")
           "follow it with GET /api/recoveries/{id}. 400 for a window in the future or reversed, 409 while the hook is disabled."
       )
   )
-  .add(HttpApiEndpoint.get("recovery", "/api/recoveries/:id").setPath(hookPath).addSuccess(RecoveryView).addError(NotFound.wire))
+  .add(
+    HttpApiEndpoint.get("recovery", "/api/recoveries/:id")
+      .annotate(OpenApi.Summary, "Get a recovery's progress")
+      .setPath(hookPath).addSuccess(RecoveryView).addError(NotFound.wire)
+  )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "The account's hooks (Event API subscriptions).")
 {}
 
 /** The signing secret's state (never the secret). */
@@ -249,10 +284,23 @@ export const RotateRequest = Schema.Struct({
 }).annotations({ identifier: "PortalRotate" })
 
 export class SigningSecretGroup extends HttpApiGroup.make("signingSecret")
-  .add(HttpApiEndpoint.get("get", "/api/signing-secret").addSuccess(SigningSecretView))
-  .add(HttpApiEndpoint.post("reveal", "/api/signing-secret/reveal").addSuccess(RevealedSecret))
-  .add(HttpApiEndpoint.post("rotate", "/api/signing-secret/rotate").setPayload(RotateRequest).addSuccess(SigningSecretView).addError(BadRequest.wire))
+  .add(
+    HttpApiEndpoint.get("get", "/api/signing-secret")
+      .annotate(OpenApi.Summary, "Get the signing secret's state")
+      .addSuccess(SigningSecretView)
+  )
+  .add(
+    HttpApiEndpoint.post("reveal", "/api/signing-secret/reveal")
+      .annotate(OpenApi.Summary, "Reveal the signing secret")
+      .addSuccess(RevealedSecret)
+  )
+  .add(
+    HttpApiEndpoint.post("rotate", "/api/signing-secret/rotate")
+      .annotate(OpenApi.Summary, "Rotate the signing secret")
+      .setPayload(RotateRequest).addSuccess(SigningSecretView).addError(BadRequest.wire)
+  )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "The account's webhook signing secret.")
 {}
 
 // ---------------------------------------------------------------------------
@@ -302,9 +350,14 @@ export const CheckPassed = Schema.Struct({ capabilities: CapabilitiesResponse })
 const tenantPath = Schema.Struct({ tenantId: Schema.String })
 
 export class ConnectionsGroup extends HttpApiGroup.make("connections")
-  .add(HttpApiEndpoint.get("list", "/api/connections").addSuccess(ConnectionsView))
+  .add(
+    HttpApiEndpoint.get("list", "/api/connections")
+      .annotate(OpenApi.Summary, "List bridge connections")
+      .addSuccess(ConnectionsView)
+  )
   .add(
     HttpApiEndpoint.post("test", "/api/connections/:tenantId/test")
+      .annotate(OpenApi.Summary, "Test a bridge connection before saving it")
       .setPath(tenantPath)
       .setPayload(ConnectionForm)
       .addSuccess(CheckPassed)
@@ -314,6 +367,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   )
   .add(
     HttpApiEndpoint.put("save", "/api/connections/:tenantId")
+      .annotate(OpenApi.Summary, "Save a bridge connection")
       .setPath(tenantPath)
       .setPayload(ConnectionForm)
       .addSuccess(ConnectionView)
@@ -324,6 +378,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   .add(
     // A change in HTTP terms (it reaches the bridge), so CSRF-protected; read-only on the CRM: it writes nothing there.
     HttpApiEndpoint.post("check", "/api/connections/:tenantId/check")
+      .annotate(OpenApi.Summary, "Run the bridge conformance check")
       .setPath(tenantPath)
       .addSuccess(ConformanceReport)
       .addError(NotFound.wire)
@@ -336,6 +391,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
       )
   )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "The account's CRM bridge connections.")
 {}
 
 // ---------------------------------------------------------------------------
@@ -438,23 +494,37 @@ const idPath = Schema.Struct({ id: Schema.String })
 
 export class ActivityGroup extends HttpApiGroup.make("activity")
   .add(
-    HttpApiEndpoint.get("deliveries", "/api/deliveries").setUrlParams(DeliveryFilter).addSuccess(DeliveryPage).addError(BadRequest.wire)
+    HttpApiEndpoint.get("deliveries", "/api/deliveries")
+      .annotate(OpenApi.Summary, "List webhook deliveries")
+      .setUrlParams(DeliveryFilter).addSuccess(DeliveryPage).addError(BadRequest.wire)
   )
-  .add(HttpApiEndpoint.get("delivery", "/api/deliveries/:id").setPath(idPath).addSuccess(DeliveryDetail).addError(NotFound.wire))
   .add(
-    HttpApiEndpoint.post("replayDelivery", "/api/deliveries/:id/replay").setPath(idPath).addSuccess(Replayed, { status: 202 }).addError(
+    HttpApiEndpoint.get("delivery", "/api/deliveries/:id")
+      .annotate(OpenApi.Summary, "Get a webhook delivery")
+      .setPath(idPath).addSuccess(DeliveryDetail).addError(NotFound.wire)
+  )
+  .add(
+    HttpApiEndpoint.post("replayDelivery", "/api/deliveries/:id/replay")
+      .annotate(OpenApi.Summary, "Replay a webhook delivery")
+      .setPath(idPath).addSuccess(Replayed, { status: 202 }).addError(
       NotFound.wire
     ).addError(NothingToReplay.wire)
   )
-  .add(HttpApiEndpoint.get("pushes", "/api/pushes").addSuccess(Schema.Struct({ pushes: Schema.Array(PushView) })))
+  .add(
+    HttpApiEndpoint.get("pushes", "/api/pushes")
+      .annotate(OpenApi.Summary, "List CRM pushes")
+      .addSuccess(Schema.Struct({ pushes: Schema.Array(PushView) }))
+  )
   .add(
     HttpApiEndpoint.post("replayPush", "/api/pushes/:id/replay")
+      .annotate(OpenApi.Summary, "Replay a CRM push")
       .setPath(idPath)
       .addSuccess(Replayed, { status: 202 })
       .addError(NotFound.wire)
       .addError(NothingToReplay.wire)
   )
   .middleware(PortalAuth)
+  .annotate(OpenApi.Description, "Webhook deliveries and CRM pushes, with replay.")
 {}
 
 /** The Integrations area's API. */
@@ -471,4 +541,6 @@ export class PortalApi extends HttpApi.make("portal-api")
     "The API of the account's own web page. A session cookie (from a single-use link the operator mints) authenticates every call; " +
       "every change carries the session's CSRF token in x-csrf-token."
   )
+  .annotate(OpenApi.License, LICENSE)
+  .annotate(OpenApi.Servers, baseUrlServer("http://127.0.0.1:8082", "The Integrations area's address: PORTAL_PUBLIC_URL, or http://PORTAL_HOST:PORTAL_PORT."))
 {}

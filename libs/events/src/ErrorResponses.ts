@@ -7,7 +7,8 @@
  * schemas, request-decoding failures as 400, unknown routes and methods as
  * 404, every other error the served API declares by its own schema and
  * status annotation (e.g. a 409 built with `Events.errorObject`), an
- * unreachable database as 502. It also caps request bodies. Strict (the
+ * unreachable database as 502. It also caps request bodies, and reads a
+ * request that sends nothing as `{}` (see EmptyBody). Strict (the
  * public port): only the API's exact pairs reach the router, bodies are read
  * to the end whatever their size, and no 500 or 503 is ever answered.
  */
@@ -17,6 +18,7 @@ import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
 import { Cause, Context, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
+import * as EmptyBody from "./EmptyBody.js"
 
 /** Request bodies above this are refused with 400. */
 export const MAX_BODY_BYTES = 64 * 1024
@@ -244,7 +246,8 @@ export const toResponse = (
   const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
   const refuse = (sentence: string) => Effect.succeed(refusal(request, sentence, messages))
   if (isTag("HttpApiDecodeError")(error)) {
-    if (hasBody && !isJson(request)) return refuse(CONTENT_TYPE)
+    // A request that sent nothing was read as `{}` (see EmptyBody): its 400 names the field, not the Content-Type.
+    if (hasBody && !isJson(request) && !(messages.strict !== true && EmptyBody.sendsNothing(request))) return refuse(CONTENT_TYPE)
     const issues = (error as { issues: ReadonlyArray<DecodeIssue> }).issues
     return refuse(decodeMessage(issues, !hasBody))
   }
@@ -383,7 +386,7 @@ export const layer = (messages: Messages): Layer.Layer<never> =>
       // an undeclared (chunked) one is cut off by MaxBodySize while reading.
       const declared = Number(request.headers["content-length"] ?? "0")
       if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(refusal(request, TOO_LARGE, messages))
-      const strict = messages.strict === true ? strictRequest(request) : request
+      const strict = messages.strict === true ? strictRequest(request) : EmptyBody.orEmptyObject(request)
       const app = strict === request ? capped : cappedWith(strict)
       const answer = Effect.catchAllCause(app, (cause) => toResponse(cause, request, messages))
       // Strict: even a defect of the answer itself is the contract's 502, not the server's bare 500.

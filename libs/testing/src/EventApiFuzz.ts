@@ -171,8 +171,10 @@ const LOOKALIKES = [
   "/SUBSCRIBE", "/Subscribe", "/subscribe/", "//subscribe", "/subscribe;x", `//subscribe/${SUBSCRIPTION}`,
   `/subscribe/${SUBSCRIPTION}/`, `/subscribe//${SUBSCRIPTION}`, `/subscribe/${SUBSCRIPTION};v=1`, "/Perform-List",
   "/perform-list;x", "/perform-list/", "//perform-list", "/", "*", "/v1/accounts", "/healthz", "/subscribe/a/b",
-  "/perform-list/x", "/subscribe%2F", "/%73ubscribe", "http://x/perform-list", "/subscribe/../perform-list", "/perform-list#x"
+  "/perform-list/x", "/subscribe%2F", "/%73ubscribe", "/subscribe/../perform-list", "/perform-list#x"
 ]
+/** Schemes and authorities of the absolute-form a client behind a forward proxy sends (RFC 9112 §3.2.2). */
+const PROXY_ORIGINS = ["http://relay.test", "https://relay.test:8443", "HTTP://127.0.0.1:1", "http://[::1]", "Https://Example.COM:"]
 const METHODS = ["GET", "POST", "DELETE", "HEAD", "PUT", "PATCH", "OPTIONS", "TRACE", "PROPFIND", "PURGE", "SEARCH"]
 
 const LIMITS: ReadonlyArray<readonly [string, ReadonlyArray<number>]> = [
@@ -238,6 +240,8 @@ const request = (r: Random, keys: KeyRing, last: boolean): Request => {
   const isServed = (finalMethod === "POST" && /^\/subscribe(\?|$)/.test(target)) ||
     (finalMethod === "DELETE" && /^\/subscribe\/[^/;?#]+(\?|$)/.test(target)) ||
     (finalMethod === "GET" && /^\/perform-list(\?|$)/.test(target))
+  // Served as its origin-form: the pairs and their near misses answer the same either way.
+  if (target.startsWith("/") && r.chance(0.15)) target = r.pick(PROXY_ORIGINS) + target
 
   const headers: Array<readonly [string, string]> = [["Host", r.pick(["127.0.0.1", "example.com", "x:1", "[::1]"])]]
   // Whether the key passes is known before the key is taken: only then does it count.
@@ -306,7 +310,11 @@ export const MALFORMED: ReadonlyArray<readonly [string, string] | readonly [stri
   ["unknown Transfer-Encoding", "POST /subscribe HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", [401, 400]],
   ["CONNECT", "CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", [404]],
   ["Upgrade", "GET /perform-list HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", [401]],
-  ["HTTP/1.0 without Host", "GET /perform-list HTTP/1.0\r\n\r\n", [401]]
+  ["HTTP/1.0 without Host", "GET /perform-list HTTP/1.0\r\n\r\n", [401]],
+  ["absolute-form, not http(s)", "GET ftp://x/perform-list HTTP/1.1\r\nHost: x\r\n\r\n"],
+  ["absolute-form with userinfo", "POST http://u:p@x/subscribe HTTP/1.1\r\nHost: x\r\n\r\n"],
+  ["absolute-form without a host", "GET http:///perform-list HTTP/1.1\r\nHost: x\r\n\r\n"],
+  ["absolute-form without Host", "GET http://x/perform-list HTTP/1.1\r\n\r\n"]
 ]
 
 /** `count` generated requests (about) as cases, from `seed`. */

@@ -5,7 +5,8 @@
  * side, so two DELETEs of one subscription could race); bytes that are not
  * HTTP, an `Expect` Node does not know, a missing Host and CONNECT are
  * answered with the Error object instead of Node's bare 400/408/417/431 or
- * a dropped connection.
+ * a dropped connection. An absolute-form target is served as its origin-form
+ * (see RequestTarget).
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
@@ -14,6 +15,7 @@ import { Effect } from "effect"
 import * as Http from "node:http"
 import type { Socket } from "node:net"
 import type { Duplex } from "node:stream"
+import * as RequestTarget from "./RequestTarget.js"
 
 /** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
 export const serverOptions: Http.ServerOptions = { requireHostHeader: false }
@@ -87,8 +89,19 @@ export const install = (
   // The latest response of each connection, and for each request the response it must wait for.
   const latest = new WeakMap<Duplex, Http.ServerResponse>()
   const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
+  // Requests whose absolute-form target cannot be served, with the 400's sentence.
+  const invalidTarget = new WeakMap<Http.IncomingMessage, string>()
 
   server.first = (request, response) => {
+    // Rewritten before anything reads it: shortcuts, router, span, access line and metrics see the origin-form.
+    const target = RequestTarget.read(request.url ?? "")
+    if (target._tag === "Absolute") {
+      request.url = target.originForm
+      // RFC 9112 §3.2: an HTTP/1.1 request without Host stays a 400, whatever its target.
+      if (request.headers.host !== undefined || request.httpVersion !== "1.1") request.headers.host = target.authority
+    } else if (target._tag === "Invalid") {
+      invalidTarget.set(request, target.error)
+    }
     const previous = latest.get(request.socket)
     const queued = previous !== undefined && !answered(previous)
     if (queued) predecessor.set(request, previous)
@@ -142,8 +155,11 @@ export const install = (
   return (app) =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+      const invalid = invalidTarget.get(incoming)
       const handle = incoming.httpVersion === "1.1" && incoming.headers.host === undefined
         ? Effect.succeed(missingHost)
+        : invalid !== undefined
+        ? Effect.succeed(ErrorResponses.badRequest(invalid))
         : app
       const previous = predecessor.get(incoming)
       if (previous === undefined) return handle

@@ -18,7 +18,7 @@
  * The groups get the admin-token middleware where InternalApi adds them
  * (importing it here would be an import cycle).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import * as CallOutcome from "../CallOutcome.js"
 import * as Calls from "../Calls.js"
 import * as Events from "../Events.js"
@@ -104,6 +104,7 @@ export const PushListParams = Schema.Struct({
 export class OutcomesGroup extends HttpApiGroup.make("outcomes")
   .add(
     HttpApiEndpoint.post("accept", "/v1/calls/:callId/outcome")
+      .annotate(OpenApi.Summary, "Accept a call outcome")
       .setPath(Schema.Struct({ callId: CallOutcome.CallId }))
       .setPayload(CallOutcome.CallOutcome)
       .addSuccess(Calls.Accepted, { status: 202 })
@@ -113,46 +114,54 @@ export class OutcomesGroup extends HttpApiGroup.make("outcomes")
   )
   .add(
     HttpApiEndpoint.get("find", "/v1/calls/:callId/outcome")
+      .annotate(OpenApi.Summary, "Get a call outcome, its route and its push")
       .setPath(Schema.Struct({ callId: Schema.String }))
       .addSuccess(OutcomeView)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "Call outcomes from the call-handling service.")
 {}
 
 /** Routing rules per account. */
 export class RoutingGroup extends HttpApiGroup.make("routing")
   .add(
     HttpApiEndpoint.get("get", "/v1/accounts/:id/routing")
+      .annotate(OpenApi.Summary, "Get an account's routing rules")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(Calls.RoutingRules)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.put("set", "/v1/accounts/:id/routing")
+      .annotate(OpenApi.Summary, "Change an account's routing rules")
       .setPath(Schema.Struct({ id: Schema.String }))
       .setPayload(Calls.RoutingRulesPatch)
       .addSuccess(Calls.RoutingRules)
       .addError(Events.BadRequest.wire)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "Which outcomes of an account are pushed to its CRM and announced.")
 {}
 
 /** CRM push jobs: what failed, and replay. */
 export class PushesGroup extends HttpApiGroup.make("pushes")
   .add(
     HttpApiEndpoint.get("list", "/v1/crm-pushes")
+      .annotate(OpenApi.Summary, "List CRM push jobs")
       .setUrlParams(PushListParams)
       .addSuccess(Schema.Struct({ pushes: Schema.Array(PushJobView) }))
       .addError(Events.BadRequest.wire)
   )
   .add(
     HttpApiEndpoint.get("find", "/v1/crm-pushes/:id")
+      .annotate(OpenApi.Summary, "Get a CRM push job")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(PushJobView)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.post("replay", "/v1/crm-pushes/:id/replay")
+      .annotate(OpenApi.Summary, "Replay a CRM push job")
       .setPath(Schema.Struct({ id: Schema.String }))
       .setUrlParams(PushReplayParams)
       .addSuccess(ReplayAnswer, { status: 202 })
@@ -160,4 +169,5 @@ export class PushesGroup extends HttpApiGroup.make("pushes")
       .addError(Events.NotFound.wire)
       .addError(PushSucceeded.wire)
   )
+  .annotate(OpenApi.Description, "CRM push jobs: watch them and replay them.")
 {}

@@ -23,7 +23,7 @@
  *
  * The groups get the admin-token middleware where InternalApi adds them.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import * as Conformance from "../Conformance.js"
 import * as Events from "../Events.js"
 import * as Operations from "../Operations.js"
@@ -121,6 +121,7 @@ const connectionPath = Schema.Struct({ id: Schema.String, tenantId: Schema.Strin
 export class ConnectionsGroup extends HttpApiGroup.make("connections")
   .add(
     HttpApiEndpoint.put("set", "/v1/accounts/:id/connections/:tenantId")
+      .annotate(OpenApi.Summary, "Set a tenant's bridge connection")
       .setPath(connectionPath)
       .setPayload(ConnectionRequest)
       .addSuccess(CapabilitiesAnswer)
@@ -132,6 +133,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   )
   .add(
     HttpApiEndpoint.post("test", "/v1/accounts/:id/connections/:tenantId/test")
+      .annotate(OpenApi.Summary, "Test a tenant's bridge connection")
       .setPath(connectionPath)
       .addSuccess(CapabilitiesAnswer)
       .addError(InvalidSettings.wire)
@@ -142,6 +144,7 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   )
   .add(
     HttpApiEndpoint.post("check", "/v1/accounts/:id/connections/:tenantId/check")
+      .annotate(OpenApi.Summary, "Run the bridge conformance check")
       .setPath(connectionPath)
       .setPayload(Conformance.CheckRequest)
       .addSuccess(Conformance.Report)
@@ -150,10 +153,12 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/accounts/:id/connections/:tenantId")
+      .annotate(OpenApi.Summary, "Get a tenant's bridge connection")
       .setPath(connectionPath)
       .addSuccess(ConnectionView)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "An account's CRM bridge connection per tenant.")
 {}
 
 /** GET /v1/accounts/{id}/signing-secret answer. */
@@ -163,10 +168,12 @@ export const SigningSecretAnswer = Schema.Struct({ secret: Schema.String }).anno
 export class SigningSecretGroup extends HttpApiGroup.make("signingSecret")
   .add(
     HttpApiEndpoint.get("get", "/v1/accounts/:id/signing-secret")
+      .annotate(OpenApi.Summary, "Get an account's webhook signing secret")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(SigningSecretAnswer)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "An account's webhook signing secret.")
 {}
 
 /** POST /v1/master-key/rotate answer (ids only, never key material). */
@@ -205,8 +212,10 @@ export const RotationParams = Schema.Struct({
 export class MasterKeyGroup extends HttpApiGroup.make("masterKey")
   .add(
     HttpApiEndpoint.post("rotate", "/v1/master-key/rotate")
+      .annotate(OpenApi.Summary, "Rotate the data key and re-seal every secret")
       .setUrlParams(RotationParams)
       .addSuccess(RotationAnswer)
       .addError(RotationRefused.wire)
   )
+  .annotate(OpenApi.Description, "The keys that encrypt secrets at rest.")
 {}

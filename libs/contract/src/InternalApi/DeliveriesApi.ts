@@ -18,7 +18,7 @@
  * token there). The group gets the admin-token middleware where InternalApi
  * adds it (importing it here would be an import cycle).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import * as Deliveries from "../Deliveries.js"
 import * as Events from "../Events.js"
 import * as Pages from "../Pages.js"
@@ -104,6 +104,7 @@ export class DeliveryNotReplayable extends Schema.TaggedError<DeliveryNotReplaya
 export class DeliveriesGroup extends HttpApiGroup.make("deliveries")
   .add(
     HttpApiEndpoint.get("list", "/v1/accounts/:id/deliveries")
+      .annotate(OpenApi.Summary, "List an account's webhook deliveries")
       .setPath(Schema.Struct({ id: Schema.String }))
       .setUrlParams(ListParams)
       .addSuccess(DeliveryPage)
@@ -112,15 +113,18 @@ export class DeliveriesGroup extends HttpApiGroup.make("deliveries")
   )
   .add(
     HttpApiEndpoint.get("find", "/v1/deliveries/:id")
+      .annotate(OpenApi.Summary, "Get a webhook delivery and its attempts")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(DeliveryDetail)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.post("replay", "/v1/deliveries/:id/replay")
+      .annotate(OpenApi.Summary, "Replay a webhook delivery")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(ReplayAnswer, { status: 202 })
       .addError(Events.NotFound.wire)
       .addError(DeliveryNotReplayable.wire)
   )
+  .annotate(OpenApi.Description, "Webhook deliveries: list, inspect and replay.")
 {}

@@ -23,24 +23,28 @@ const path = Schema.Struct({ id: Schema.String, tenantId: Schema.String })
 export class InCallGroup extends HttpApiGroup.make("inCall")
   .add(
     HttpApiEndpoint.post("contactsSearch", "/v1/accounts/:id/tenants/:tenantId/contacts/search")
+      .annotate(OpenApi.Summary, "Find a CRM contact during a call")
       .setPath(path)
       .setPayload(InCall.ContactsSearchRequest)
       .addSuccess(InCall.ContactsSearchAnswer)
   )
   .add(
     HttpApiEndpoint.post("contactsUpsert", "/v1/accounts/:id/tenants/:tenantId/contacts/upsert")
+      .annotate(OpenApi.Summary, "Create or update a CRM contact during a call")
       .setPath(path)
       .setPayload(InCall.ContactsUpsertRequest)
       .addSuccess(InCall.ContactsUpsertAnswer)
   )
   .add(
     HttpApiEndpoint.post("availability", "/v1/accounts/:id/tenants/:tenantId/availability")
+      .annotate(OpenApi.Summary, "List open appointment slots during a call")
       .setPath(path)
       .setPayload(InCall.AvailabilityRequest)
       .addSuccess(InCall.AvailabilityAnswer)
   )
   .add(
     HttpApiEndpoint.post("appointments", "/v1/accounts/:id/tenants/:tenantId/appointments")
+      .annotate(OpenApi.Summary, "Book an appointment during a call")
       .setPath(path)
       .setPayload(InCall.AppointmentRequest)
       .addSuccess(InCall.AppointmentAnswer)
@@ -50,4 +54,5 @@ export class InCallGroup extends HttpApiGroup.make("inCall")
     const { "400": _, ...responses } = operation["responses"] ?? {}
     return { ...operation, responses }
   })
+  .annotate(OpenApi.Description, "CRM operations during a call; every mistake is answered `{ok: false, reason, message}`.")
 {}

@@ -24,7 +24,7 @@
  * bad parameter → 400. The groups get the admin-token middleware where
  * InternalApi adds them.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import * as Accounts from "../Accounts.js"
 import * as Deliveries from "../Deliveries.js"
 import * as Events from "../Events.js"
@@ -126,18 +126,21 @@ export const statusesOf = (text: string): ReadonlyArray<Deliveries.DeliveryStatu
 export class AccountListingGroup extends HttpApiGroup.make("accountListing")
   .add(
     HttpApiEndpoint.get("list", "/v1/accounts")
+      .annotate(OpenApi.Summary, "List accounts")
       .setUrlParams(ListParams)
       .addSuccess(AccountPage)
       .addError(Events.BadRequest.wire)
   )
   .add(
     HttpApiEndpoint.get("show", "/v1/accounts/:id")
+      .annotate(OpenApi.Summary, "Get an account")
       .setPath(accountPath)
       .addSuccess(AccountDetail)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.get("keys", "/v1/accounts/:id/keys")
+      .annotate(OpenApi.Summary, "List an account's integration keys")
       .setPath(accountPath)
       .setUrlParams(ListParams)
       .addSuccess(KeyPage)
@@ -146,6 +149,7 @@ export class AccountListingGroup extends HttpApiGroup.make("accountListing")
   )
   .add(
     HttpApiEndpoint.get("subscriptions", "/v1/accounts/:id/subscriptions")
+      .annotate(OpenApi.Summary, "List an account's subscriptions")
       .setPath(accountPath)
       .setUrlParams(SubscriptionListParams)
       .addSuccess(SubscriptionPage)
@@ -154,16 +158,19 @@ export class AccountListingGroup extends HttpApiGroup.make("accountListing")
   )
   .add(
     HttpApiEndpoint.del("removeSubscription", "/v1/accounts/:id/subscriptions/:subscriptionId")
+      .annotate(OpenApi.Summary, "Remove a subscription")
       .setPath(Schema.Struct({ id: Schema.String, subscriptionId: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "Accounts, their integration keys and subscriptions.")
 {}
 
 /** Bridge connections of an account. */
 export class ConnectionListingGroup extends HttpApiGroup.make("connectionListing")
   .add(
     HttpApiEndpoint.get("list", "/v1/accounts/:id/connections")
+      .annotate(OpenApi.Summary, "List an account's bridge connections")
       .setPath(accountPath)
       .setUrlParams(ListParams)
       .addSuccess(ConnectionPage)
@@ -172,18 +179,22 @@ export class ConnectionListingGroup extends HttpApiGroup.make("connectionListing
   )
   .add(
     HttpApiEndpoint.del("remove", "/v1/accounts/:id/connections/:tenantId")
+      .annotate(OpenApi.Summary, "Remove a tenant's bridge connection")
       .setPath(Schema.Struct({ id: Schema.String, tenantId: Schema.String }))
       .addSuccess(HttpApiSchema.NoContent)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "An account's bridge connections.")
 {}
 
 /** Deliveries across accounts, by status. */
 export class DeliverySearchGroup extends HttpApiGroup.make("deliverySearch")
   .add(
     HttpApiEndpoint.get("search", "/v1/deliveries")
+      .annotate(OpenApi.Summary, "Search webhook deliveries")
       .setUrlParams(DeliverySearchParams)
       .addSuccess(DeliveryPage)
       .addError(Events.BadRequest.wire)
   )
+  .annotate(OpenApi.Description, "Webhook deliveries across accounts.")
 {}

@@ -31,4 +31,5 @@ export class PortalSessionsGroup extends HttpApiGroup.make("portalSessions")
       .addError(PortalUnavailable.wire)
       .annotate(OpenApi.Summary, "Mint a single-use link to the account's Integrations area")
   )
+  .annotate(OpenApi.Description, "Single-use links to an account's Integrations area.")
 {}

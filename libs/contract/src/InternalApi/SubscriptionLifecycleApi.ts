@@ -22,7 +22,7 @@
  * request changes nothing. The group gets the admin-token middleware where
  * the internal API adds it.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import * as Events from "../Events.js"
 
@@ -105,12 +105,14 @@ export type RecoveryView = typeof RecoveryView.Type
 export class SubscriptionLifecycleGroup extends HttpApiGroup.make("subscriptionLifecycle")
   .add(
     HttpApiEndpoint.get("show", "/v1/accounts/:id/subscriptions/:subscriptionId")
+      .annotate(OpenApi.Summary, "Get a subscription's state")
       .setPath(subscriptionPath)
       .addSuccess(SubscriptionStatus)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.post("disable", "/v1/accounts/:id/subscriptions/:subscriptionId/disable")
+      .annotate(OpenApi.Summary, "Disable a subscription")
       .setPath(subscriptionPath)
       .setPayload(DisableRequest)
       .addSuccess(ToggleAnswer)
@@ -119,12 +121,14 @@ export class SubscriptionLifecycleGroup extends HttpApiGroup.make("subscriptionL
   )
   .add(
     HttpApiEndpoint.post("enable", "/v1/accounts/:id/subscriptions/:subscriptionId/enable")
+      .annotate(OpenApi.Summary, "Enable a subscription")
       .setPath(subscriptionPath)
       .addSuccess(ToggleAnswer)
       .addError(Events.NotFound.wire)
   )
   .add(
     HttpApiEndpoint.post("recover", "/v1/accounts/:id/subscriptions/:subscriptionId/recover")
+      .annotate(OpenApi.Summary, "Send a subscription's failed deliveries again")
       .setPath(subscriptionPath)
       .setPayload(RecoverRequest)
       .addSuccess(RecoveryView, { status: 202 })
@@ -134,8 +138,10 @@ export class SubscriptionLifecycleGroup extends HttpApiGroup.make("subscriptionL
   )
   .add(
     HttpApiEndpoint.get("recovery", "/v1/accounts/:id/recoveries/:recoveryId")
+      .annotate(OpenApi.Summary, "Get a recovery's progress")
       .setPath(Schema.Struct({ id: Schema.String, recoveryId: Schema.String }))
       .addSuccess(RecoveryView)
       .addError(Events.NotFound.wire)
   )
+  .annotate(OpenApi.Description, "A subscription's state, and disabling, enabling and recovering it.")
 {}

@@ -5,6 +5,20 @@
 type Spec = Record<string, any>
 
 /**
+ * Every document's license: the project's own, package.json's `UNLICENSED` (none is granted), as an
+ * SPDX expression (a `LicenseRef-`), since tools ask for an identifier or a URL.
+ */
+export const LICENSE = { name: "Proprietary", identifier: "LicenseRef-Proprietary" }
+
+/**
+ * The document's one server: `{base_url}`, as the contract names an API's address, with an
+ * `example` default and a `description` of where to find it.
+ */
+export const baseUrlServer = (example: string, description: string) => [
+  { url: "{base_url}", variables: { base_url: { default: example, description } } }
+]
+
+/**
  * Replaces every 400 response with `response`, and drops the framework's
  * decode-error schemas: our servers never answer with that format.
  */
