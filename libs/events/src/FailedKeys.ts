@@ -14,6 +14,13 @@
  * counted) are counted by the replica before their query too: past `limit` + 1
  * of them in a window the shared count is over the limit whatever the other
  * replicas did, and the rest are refused without a query.
+ *
+ * Keys told invalid without the database (forged or malformed, see KeyTags, or
+ * remembered as revoked) are counted by this replica alone (`failHere`): a
+ * flood of them costs no query at all. A tagged key the database refused is
+ * remembered (`revoked`), so its retries cost none either; each replica learns
+ * it at most once. The verdict refuses only keys that are not valid: callers
+ * let a tagged key that is not remembered as revoked through.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Metric, Option } from "effect"
@@ -35,6 +42,9 @@ export const subject = (address: string): string => `failed-key:${address}`
 
 /** Addresses remembered as refused at most; past it the oldest verdict is forgotten (its replica asks the database again). */
 const MAX_CACHED = 100_000
+
+/** Revoked keys remembered at most; past it the oldest is forgotten (its next try costs one query again). */
+const MAX_REVOKED = 10_000
 
 /** Counts failed keys per client address and refuses the addresses over the limit. */
 export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/FailedKeys", {
@@ -62,6 +72,9 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedUntil.set(address, until)
     }
 
+    // Tagged keys the database refused (disabled, or gone with their account): a tagged key is never re-enabled.
+    const revokedKeys = new Set<string>()
+
     const refusedAt = (address: string, now: number): number | undefined => {
       const until = refusedUntil.get(address)
       if (until === undefined) return undefined
@@ -78,6 +91,22 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedAt,
       /** Seconds until `address` may try again, when it is refused now (no query). */
       refused: (address: string) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(refusedAt(address, now))),
+      /** Tagged keys known to be revoked: their tries cost no query. */
+      revoked: {
+        has: (key: string): boolean => revokedKeys.has(key),
+        add: (key: string): void => {
+          if (revokedKeys.size >= MAX_REVOKED) revokedKeys.delete(revokedKeys.values().next().value!)
+          revokedKeys.add(key)
+        }
+      },
+      /** Counts one failed key of `address` in this replica only (no query); the decision for it. */
+      failHere: (address: string) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const window = RateLimiter.windowStart(policy, now)
+          const mine = startFailure(address, window.getTime())
+          if (mine > policy.limit) remember(address, window.getTime() + windowMillis)
+          return RateLimiter.decide(policy, now, mine, window)
+        }),
       /** Counts one failed key of `address` (shared by the replicas); the decision for it. */
       fail: (address: string) =>
         Effect.gen(function*() {
