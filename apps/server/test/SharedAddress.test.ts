@@ -57,7 +57,7 @@ const performList = (base: string, key: string) => request("GET", `${base}/perfo
 const resetCounts = Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.orDie(sql`DELETE FROM rate_limits`))
 
 layer(TestDatabase.layer, { excludeTestServices: true })("accounts sharing a client address", (it) => {
-  it.scoped("after A's revoked key passed the failed-key limit, B's valid key subscribes, lists and unsubscribes at once with the contract's answers; A stays refused without a query", () =>
+  it.scoped("\"Request rate: 60 requests per key per minute\", not per address: after A's revoked key passed the failed-key limit, B's valid key subscribes, lists and unsubscribes at once with the contract's answers; A stays refused without a query", () =>
     Effect.gen(function*() {
       yield* resetCounts
       yield* MinuteWindow.withinOne()
@@ -105,7 +105,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("accounts sharing a cli
       expect(keyStatements()).toBe(keyStatementsBeforeA)
     }), { timeout: 60_000 })
 
-  it.scoped("forged keys (the right shape, a wrong tag) and malformed keys get the contract's 401, then the address's 429, and never a query", () =>
+  it.scoped("\"An invalid key gives 401\": forged keys (the right shape, a wrong tag) and malformed keys get the Error object, then the address's 429, and never a query", () =>
     Effect.gen(function*() {
       yield* resetCounts
       yield* MinuteWindow.withinOne()

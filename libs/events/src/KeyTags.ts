@@ -11,8 +11,7 @@
  * tags (`crk_` and 43 characters) are legacy: only the database can tell them.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as VaultModule from "@crm-relay/store/Vault"
-import { Vault } from "@crm-relay/store/Vault"
+import * as Vault from "@crm-relay/store/Vault"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 
@@ -72,11 +71,11 @@ export class KeyTags extends Context.Tag("@crm-relay/events/KeyTags")<KeyTags, {
 export const AAD = "crm-relay/integration-key-tag/v1"
 
 /** The secret sealed in the Vault of the context, created by the first replica that needs it. */
-export const layer: Layer.Layer<KeyTags, never, Vault | SqlClient.SqlClient> = Layer.effect(
+export const layer: Layer.Layer<KeyTags, never, Vault.Vault | SqlClient.SqlClient> = Layer.effect(
   KeyTags,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const vault = yield* Vault
+    const vault = yield* Vault.Vault
     // Replicas starting together create one secret: the lock serialises the check and the insert.
     const stored = sql.withTransaction(Effect.gen(function*() {
       yield* sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.integration_key_tag'))`
@@ -100,8 +99,8 @@ export const layer: Layer.Layer<KeyTags, never, Vault | SqlClient.SqlClient> = L
 )
 
 /** The secret sealed in a Vault under `keys`, over the database of the context. */
-export const layerWith = (keys: VaultModule.MasterKeys): Layer.Layer<KeyTags, never, SqlClient.SqlClient> =>
-  layer.pipe(Layer.provide(VaultModule.layer(keys)))
+export const layerWith = (keys: Vault.MasterKeys): Layer.Layer<KeyTags, never, SqlClient.SqlClient> =>
+  layer.pipe(Layer.provide(Vault.layer(keys)))
 
 /** A random secret of this Layer's own (tests where one process issues and checks every key). */
 export const layerTest: Layer.Layer<KeyTags> = Layer.sync(KeyTags, () => {

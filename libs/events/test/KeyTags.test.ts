@@ -38,7 +38,7 @@ const forge = (key: string) => key.slice(0, 10) + (key[10] === "A" ? "B" : "A") 
 
 describe("KeyTags", () => {
   it.layer(Accounts.Default.pipe(Layer.provideMerge(TestDatabase.layer)))((it) => {
-    it.scoped("a key of the right shape with a wrong tag, and a malformed key, are refused without a database query", () =>
+    it.scoped("Authentication rule 2, \"An invalid key gives 401\": a key of the right shape with a wrong tag, and a malformed key, are refused without a database query", () =>
       Effect.gen(function*() {
         const keys = yield* keysUnder(MASTER)
         const account = yield* (yield* Accounts).create({ name: "A", mode: "live" })
@@ -59,7 +59,7 @@ describe("KeyTags", () => {
         expect(statements).toBeGreaterThanOrEqual(1)
       }))
 
-    it.scoped("a key issued before tags (crk_ and 43 characters) keeps authenticating and counting", () =>
+    it.scoped("Authentication rule 1, \"The account is taken from the key\": a key issued before tags (crk_ and 43 characters) keeps authenticating and counting", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const keys = yield* keysUnder(MASTER)
