@@ -44,7 +44,10 @@ export const subject = (address: string): string => `failed-key:${address}`
 const MAX_CACHED = 100_000
 
 /** Revoked keys remembered at most; past it the oldest is forgotten (its next try costs one query again). */
-const MAX_REVOKED = 10_000
+const MAX_REVOKED = 100_000
+
+/** A tagged key's last characters: its whole tag, which no one without the secret can match, so it names the key. */
+const TAG_CHARS = 22
 
 /** Counts failed keys per client address and refuses the addresses over the limit. */
 export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/FailedKeys", {
@@ -72,7 +75,8 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedUntil.set(address, until)
     }
 
-    // Tagged keys the database refused (disabled, or gone with their account): a tagged key is never re-enabled.
+    // The tags of keys the database refused (disabled, or gone with their account): a key is never re-enabled.
+    // Only the tag is kept, not the rest of the secret.
     const revokedKeys = new Set<string>()
 
     const refusedAt = (address: string, now: number): number | undefined => {
@@ -91,12 +95,12 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedAt,
       /** Seconds until `address` may try again, when it is refused now (no query). */
       refused: (address: string) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(refusedAt(address, now))),
-      /** Tagged keys known to be revoked: their tries cost no query. */
+      /** Tagged keys (whose tag matched) known to be revoked: their tries cost no query. */
       revoked: {
-        has: (key: string): boolean => revokedKeys.has(key),
+        has: (key: string): boolean => revokedKeys.has(key.slice(-TAG_CHARS)),
         add: (key: string): void => {
           if (revokedKeys.size >= MAX_REVOKED) revokedKeys.delete(revokedKeys.values().next().value!)
-          revokedKeys.add(key)
+          revokedKeys.add(key.slice(-TAG_CHARS))
         }
       },
       /** Counts one failed key of `address` in this replica only (no query); the decision for it. */
