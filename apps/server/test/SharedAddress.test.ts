@@ -11,7 +11,7 @@ import { MinuteWindow } from "@crm-relay/testing"
 import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { defaultEdge } from "../src/http/Server.js"
 import { adminRequest, bearer, jsonWith, layerServer, request, start } from "./support/TestServer.js"
 
@@ -42,6 +42,17 @@ const newKey = (admin: string, name: string) =>
   Effect.gen(function*() {
     const account = (yield* adminRequest(admin, "POST", "/v1/accounts", { name })).json as { id: string }
     return (yield* adminRequest(admin, "POST", `/v1/accounts/${account.id}/keys`)).json as { id: string; key: string }
+  })
+
+/** A key of the form issued before keys carried a tag, for a new account: stored as such keys were. */
+const legacyKey = (admin: string, name: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const account = (yield* adminRequest(admin, "POST", "/v1/accounts", { name })).json as { id: string }
+    const key = `crk_${randomBytes(32).toString("base64url")}`
+    yield* Effect.orDie(sql`INSERT INTO integration_keys (account_id, secret_hash, last_four)
+      VALUES (${account.id}, ${createHash("sha256").update(key).digest()}, ${key.slice(-4)})`)
+    return key
   })
 
 /** The request and how long its answer took. */
@@ -126,5 +137,25 @@ layer(TestDatabase.layer, { excludeTestServices: true })("accounts sharing a cli
       const served = yield* timed(performList(base, valid.key))
       expect(served.answer.status).toBe(200)
       expect(served.ms).toBeLessThan(HOLD_MS)
+    }), { timeout: 60_000 })
+
+  it.scoped("keys issued before tags keep working: one this replica saw valid is served from a refused address, at once; one it never saw gets the address's 429 until it is reissued", () =>
+    Effect.gen(function*() {
+      yield* resetCounts
+      yield* MinuteWindow.withinOne()
+      const { admin, public: base } = yield* server
+      const seen = yield* legacyKey(admin, "D")
+      const unseen = yield* legacyKey(admin, "E")
+      expect((yield* performList(base, seen)).status).toBe(200)
+      // Another account's unknown key of the same form takes the address over the limit (the shared count).
+      const unknown = `crk_${randomBytes(32).toString("base64url")}`
+      for (let i = 0; i < 5; i++) expect((yield* performList(base, unknown)).status).toBe(401)
+      expect((yield* performList(base, unknown)).status).toBe(429)
+      const served = yield* timed(performList(base, seen))
+      expect(served.answer.status).toBe(200)
+      expect(served.ms).toBeLessThan(HOLD_MS)
+      const refused = yield* performList(base, unseen)
+      expect(refused.status).toBe(429)
+      expect(refused.json).toEqual({ error: TOO_MANY, retryAfterSeconds: Number(refused.headers.get("retry-after")) })
     }), { timeout: 60_000 })
 })

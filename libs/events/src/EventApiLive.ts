@@ -131,9 +131,10 @@ export const makeKeyCheck = Effect.gen(function*() {
     const tagged = shape === "tagged" && !failedKeys.revoked.has(secret)
     // Forged, malformed or known revoked: no query.
     if (!tagged && shape !== "legacy") return yield* failed(address, false)
+    // A key of the old form passes a refused address only once this replica saw it valid.
     if (!tagged && address !== undefined) {
       const refused = yield* failedKeys.refused(address)
-      if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
+      if (Option.isSome(refused) && !failedKeys.validLegacy.has(secret)) return yield* refuseAddress(refused.value)
     }
     // One statement finds the key and counts the request (IntegrationKeys.authorize); for
     // GET /perform-list (the only GET pair) it also reads the preview: one round trip in all.
@@ -143,12 +144,16 @@ export const makeKeyCheck = Effect.gen(function*() {
       limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
     )
     if (Option.isNone(authorized)) {
-      if (!tagged) return yield* failed(address, true)
+      if (!tagged) {
+        failedKeys.validLegacy.delete(secret)
+        return yield* failed(address, true)
+      }
       // Its tag matched, so it was issued: it is revoked, and its retries will cost no query.
       failedKeys.revoked.add(secret)
       return yield* failed(address, false)
     }
     const { decision, key } = authorized.value
+    if (!tagged) failedKeys.validLegacy.add(secret)
     yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
     if (!decision.allowed) {
       yield* Metric.increment(refusals)

@@ -3,9 +3,9 @@
  * a client address the limit refuses (FailedKeys' cached verdict) gets its
  * 429 with `Retry-After` and the Error object straight from the Node
  * request event — no fiber, no routing, no query — unless its key is valid:
- * a tagged key whose tag matches (KeyTags) and that is not known revoked goes
- * on to be served, so accounts sharing an address with a failing one are
- * not refused.
+ * a tagged key whose tag matches (KeyTags) and that is not known revoked, or
+ * a key of the old form this replica saw valid, goes on to be served, so
+ * accounts sharing an address with a failing one are not refused.
  *
  * A refusal costs little, but a flood answered as fast as it is sent never
  * lets the process sleep: the answer is held (`holdMs`, a tarpit), and the
@@ -91,7 +91,8 @@ export const shortcut = (options: Options) => (refusals: RefusalLog) =>
     // A key that may be valid: the router's key check decides, as for any address.
     const mayBeValid = (authorization: string | undefined) => {
       const key = Redacted.value(EventApiLive.bearerToken(authorization))
-      return tagger.shape(key) === "tagged" && !failedKeys.revoked.has(key)
+      const shape = tagger.shape(key)
+      return shape === "tagged" ? !failedKeys.revoked.has(key) : shape === "legacy" && failedKeys.validLegacy.has(key)
     }
     const runtime = yield* Effect.runtime<never>()
     const message = EventApiLive.messages.failedKeys(failedKeys.policy.limit)
