@@ -42,7 +42,7 @@ layer(Stack.Live, { timeout: 600_000, excludeTestServices: true })("Integrations
       const shown = page.getByTestId("new-key-value")
       yield* promise(() => shown.waitFor(WAIT))
       const key = (yield* promise(() => shown.textContent())) ?? ""
-      expect(key).toMatch(/^crk_[A-Za-z0-9_-]{43}$/)
+      expect(key).toMatch(/^crk_[A-Za-z0-9_-]{64}$/)
       expect(yield* promise(() => page.getByRole("button", { name: "Copy key" }).isVisible())).toBe(true)
       const row = page.getByTestId("key-row").filter({ hasText: "Zapier" })
       yield* promise(() => row.waitFor(WAIT))

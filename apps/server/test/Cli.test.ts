@@ -1,5 +1,5 @@
 import { describe, expect, it, layer } from "@effect/vitest"
-import { IntegrationKeys } from "@crm-relay/events"
+import { IntegrationKeys, KeyTags } from "@crm-relay/events"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Database, DataDirLock, Migrations, TestDatabase } from "@crm-relay/store"
 import { randomBytes } from "node:crypto"
@@ -7,6 +7,7 @@ import { Eventually } from "@crm-relay/testing"
 import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as MasterKey from "../src/config/MasterKey.js"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { cli, PROCESS_TEST_TIMEOUT, serve, SERVE_START_BOUND } from "./support/Cli.js"
 import { tempDir } from "./support/TempDir.js"
@@ -30,11 +31,17 @@ const allMigrations = Migrations.list().map(([id, name]) => ({ id, name }))
 
 const parse = <A>(text: string): A => JSON.parse(text.trim()) as A
 
-/** Whether `key` authenticates in the database the commands used. */
-const keyWorks = (db: TestDatabase.TestDatabase["Type"], dataDir: string, key: string) => {
+/** Whether `key` authenticates in the database the commands used (with their master key, which seals the keys' tag secret). */
+const keyWorks = (db: TestDatabase.TestDatabase["Type"], dataDir: string, env: Record<string, string>, key: string) => {
+  const masterKeys = MasterKey.resolve({
+    masterKey: Option.map(Option.fromNullable(env["MASTER_KEY"]), Redacted.make),
+    masterKeyPrevious: Option.none(),
+    databaseUrl: db.url,
+    dataDir
+  }).pipe(Effect.orDie)
   const check = Effect.flatMap(IntegrationKeys.IntegrationKeys, (keys) => keys.authenticate(Redacted.make(key))).pipe(
     Effect.map(Option.isSome),
-    Effect.provide(IntegrationKeys.IntegrationKeys.Default)
+    Effect.provide(Layer.unwrapEffect(Effect.map(masterKeys, (keys) => IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(KeyTags.layerWith(keys))))))
   )
   return db.kind === "postgres"
     ? check
@@ -126,12 +133,13 @@ layer(TestDatabase.layer, { excludeTestServices: true })("crm-relay commands", (
       const keyRun = yield* cli(["keys", "create", "--account", account.id, "--json"], env)
       expect(keyRun.code, keyRun.stderr).toBe(0)
       const key = parse<{ id: string; key: string }>(keyRun.stdout)
-      expect(key.key).toMatch(/^crk_[A-Za-z0-9_-]{43}$/)
-      expect(yield* keyWorks(db, dataDir, key.key)).toBe(true)
+      // 32 random bytes and their 16-byte tag, in base64url.
+      expect(key.key).toMatch(/^crk_[A-Za-z0-9_-]{64}$/)
+      expect(yield* keyWorks(db, dataDir, env, key.key)).toBe(true)
 
       const disabled = yield* cli(["keys", "disable", "--key", key.id, "--json"], env)
       expect(parse(disabled.stdout)).toEqual({ id: key.id, disabled: true })
-      expect(yield* keyWorks(db, dataDir, key.key)).toBe(false)
+      expect(yield* keyWorks(db, dataDir, env, key.key)).toBe(false)
 
       const unknown = yield* cli(["keys", "create", "--account", "0f8fad5b-d9cb-469f-a165-70867728950e"], env)
       expect(unknown.code, unknown.stderr).toBe(2)

@@ -8,7 +8,7 @@
  */
 import { FetchHttpClient } from "@effect/platform"
 import { expect, layer } from "@effect/vitest"
-import { Accounts, Fanout, IntegrationKeys } from "@crm-relay/events"
+import { Accounts, Fanout, IntegrationKeys, KeyTags } from "@crm-relay/events"
 import { Database, Migrations, TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
@@ -16,6 +16,7 @@ import { randomUUID } from "node:crypto"
 import * as Path from "node:path"
 import type { DeliveryDetail, DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import { DeliveryOperations, layerRemote } from "../src/cli/DeliveryOperations.js"
+import * as MasterKey from "../src/config/MasterKey.js"
 import * as Server from "../src/http/Server.js"
 import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
@@ -74,7 +75,7 @@ const list = (accountId: string, query = "") =>
 /** The harness plus the Event API services (to seed accounts and keys) over a fresh test database. */
 const withDatabase = (role: "all" | "api") =>
   harness(role).pipe(
-    Layer.provideMerge(Server.ServicesLive),
+    Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
     Layer.provideMerge(TestDatabase.layer),
     Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
   )
@@ -232,7 +233,7 @@ layer(Layer.merge(TestDatabase.layer, Logger.minimumLogLevel(LogLevel.None)), { 
         })
         yield* sql`UPDATE deliveries SET status = 'failed', attempts = 8, last_error = 'Gave up' WHERE id = ${id!}`
         return { accountId: account.id, deliveryId: id! }
-      }).pipe(Effect.provide(Layer.mergeAll(Fanout.Fanout.Default, Accounts.Accounts.Default, IntegrationKeys.IntegrationKeys.Default))))
+      }).pipe(Effect.provide(Layer.mergeAll(Fanout.Fanout.Default, Accounts.Accounts.Default, IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(KeyTags.layerTest))))))
       const { accountId, deliveryId } = seeded
 
       const text = yield* cli(["deliveries", "list", "--account", accountId], env)

@@ -4,11 +4,12 @@ import { Database, PgliteClient, TestDatabase } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Scope, TestClock } from "effect"
 import { Readiness } from "../src/http/Readiness.js"
+import * as MasterKey from "../src/config/MasterKey.js"
 import * as Server from "../src/http/Server.js"
 import * as TcpProxy from "./support/TcpProxy.js"
 import { accountWithKey, bearer, jsonWith, layerServer, replica, request, start } from "./support/TestServer.js"
 
-const DatabaseWithServices = Server.ServicesLive.pipe(Layer.provideMerge(TestDatabase.layer))
+const DatabaseWithServices = Server.servicesWith(MasterKey.processLocal).pipe(Layer.provideMerge(TestDatabase.layer))
 
 /** A second server over the same database. */
 const secondInstance = replica(layerServer())
@@ -71,7 +72,7 @@ describe("database unreachable", () => {
           return { database, cut: proxy.cut }
         })
         : { database: db, cut: Effect.promise(() => Context.get(db, PgliteClient.PgliteClient).pglite.close()) }
-      const services = yield* Layer.build(Layer.fresh(Server.ServicesLive)).pipe(Effect.provide(proxied.database))
+      const services = yield* Layer.build(Layer.fresh(Server.servicesWith(MasterKey.processLocal))).pipe(Effect.provide(proxied.database))
       const context = Context.merge(proxied.database, services)
       const server = yield* start(layerServer()).pipe(Effect.provide(context))
       const { key } = yield* accountWithKey().pipe(Effect.provide(context))

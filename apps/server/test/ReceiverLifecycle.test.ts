@@ -20,6 +20,7 @@ import type { SubscriptionPage } from "@crm-relay/contract/InternalApi/ListingsA
 import { Deliveries } from "@crm-relay/events"
 import { DeliveryOperations, layerRemote as deliveryOperations } from "../src/cli/DeliveryOperations.js"
 import { layerRemote, SubscriptionOperations } from "../src/cli/SubscriptionOperations.js"
+import * as MasterKey from "../src/config/MasterKey.js"
 import * as Server from "../src/http/Server.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls } from "./support/Pipeline.js"
@@ -78,7 +79,7 @@ const harness = Layer.scoped(
     return { admin: listening.internalApi.url, public: Option.getOrThrow(listening.publicApi).url, receiver: hooks }
   })
 ).pipe(
-  Layer.provideMerge(Server.ServicesLive),
+  Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
   Layer.provideMerge(TestDatabase.layer),
   Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
 )

@@ -94,7 +94,7 @@ const integrationKey = (z, bundle) => {
     );
   }
   throw new z.errors.Error(
-    `This is not a crm-relay integration key: a key starts with ${contract.key.prefix} followed by 43 letters, digits, "-" or "_". Copy it again in full, or create a new one. ${WHERE_KEY}`,
+    `This is not a crm-relay integration key: a key starts with ${contract.key.prefix} followed by 64 (or, for an older key, 43) letters, digits, "-" or "_". Copy it again in full, or create a new one. ${WHERE_KEY}`,
     'InvalidKey',
     400,
   );

@@ -8,7 +8,7 @@
  */
 import { Events } from "@crm-relay/contract"
 import * as Examples from "@crm-relay/contract/Examples"
-import { KEY_PREFIX } from "@crm-relay/events/IntegrationKeys"
+import { KEY_PATTERN, KEY_PREFIX } from "@crm-relay/events/IntegrationKeys"
 import { SchemaAST } from "effect"
 import type { Schema } from "effect"
 
@@ -100,8 +100,8 @@ export const appContract = (): { readonly contract: AppContract; readonly proble
   return {
     contract: {
       "//": "Generated from @crm-relay/contract by `npm run generate -w @crm-relay/zapier`; do not edit.",
-      // The key is the prefix and base64url of 32 random bytes (43 characters), as IntegrationKeys makes it.
-      key: { prefix: KEY_PREFIX, pattern: `^${KEY_PREFIX}[A-Za-z0-9_-]{43}$` },
+      // The key is the prefix and base64url of 48 bytes (64 characters: random bytes and their tag), or of 32 random bytes for keys issued before tags (43).
+      key: { prefix: KEY_PREFIX, pattern: KEY_PATTERN },
       lead: { outputFields: lead.fields, sample: Examples.leadEvent },
       booking: { outputFields: booking.fields, sample: Examples.bookingEvent }
     },

@@ -6,7 +6,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
-import { Accounts, Deliveries, Fanout, IntegrationKeys, Subscriptions } from "@crm-relay/events"
+import { Accounts, Deliveries, Fanout, IntegrationKeys, KeyTags, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
 import { JobHandoffs, Notifier } from "@crm-relay/store"
@@ -31,7 +31,7 @@ const PipelineWithPostCallRetry = Outcomes.Default.pipe(
     CrmPushReceipts.Default,
     Fanout.Fanout.Default,
     Subscriptions.Subscriptions.Default,
-    IntegrationKeys.IntegrationKeys.Default
+    IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(KeyTags.layerTest))
   )),
   Layer.provideMerge(ConnectionsLive)
 )

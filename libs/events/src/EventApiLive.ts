@@ -96,39 +96,64 @@ export interface Admitted {
 }
 
 /**
- * The check of every Event API request: the failed-key limit of the client
- * address (before any query: a refused address costs a map lookup),
- * integration-key authentication, then the per-key rate limit. Built once;
- * the middleware and the server's own GET /perform-list path run this same check.
+ * The check of every Event API request: what the key is without the database
+ * (KeyTags: a tagged key whose tag matches, a legacy key, or one never issued),
+ * the failed-key limit of the client address for keys that are not valid
+ * (before any query: a refused address costs a map lookup; a tagged key passes
+ * it, so a valid key is never refused for its address), integration-key
+ * authentication, then the per-key rate limit. Built once; the middleware and
+ * the server's own GET /perform-list path run this same check.
  */
 export const makeKeyCheck = Effect.gen(function*() {
   const keys = yield* IntegrationKeys
   const preview = yield* Preview
   const failedKeys = yield* FailedKeys.FailedKeys
+  const tagger = yield* keys.tagger
   const tooManyFailures = messages.failedKeys(failedKeys.policy.limit)
   const refuseAddress = (retryAfterSeconds: number) =>
     Effect.zipRight(Metric.increment(FailedKeys.refusals), new Events.RateLimited({ error: tooManyFailures, retryAfterSeconds }))
+  const unauthorized = () => new Events.Unauthorized({ error: messages.unauthorized })
+  // A failed key: 401, or 429 once its address is over the limit. Keys told invalid without the
+  // database are counted by this replica alone; a legacy key's failure by the shared count.
+  const failed = Effect.fnUntraced(function*(address: string | undefined, shared: boolean) {
+    if (address === undefined) return yield* unauthorized()
+    const refused = yield* failedKeys.refused(address)
+    if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
+    const failures = yield* (shared ? failedKeys.fail(address) : failedKeys.failHere(address))
+    if (!failures.allowed) return yield* refuseAddress(failures.retryAfterSeconds)
+    return yield* unauthorized()
+  })
   return Effect.fnUntraced(function*(check: KeyCheck) {
     const address = check.address
-    if (address !== undefined) {
+    const token = bearerToken(check.authorization)
+    const secret = Redacted.value(token)
+    const shape = tagger.shape(secret)
+    const tagged = shape === "tagged" && !failedKeys.revoked.has(secret)
+    // Forged, malformed or known revoked: no query.
+    if (!tagged && shape !== "legacy") return yield* failed(address, false)
+    // A key of the old form passes a refused address only once this replica saw it valid.
+    if (!tagged && address !== undefined) {
       const refused = yield* failedKeys.refused(address)
-      if (Option.isSome(refused)) return yield* refuseAddress(refused.value)
+      if (Option.isSome(refused) && !failedKeys.validLegacy.has(secret)) return yield* refuseAddress(refused.value)
     }
     // One statement finds the key and counts the request (IntegrationKeys.authorize); for
     // GET /perform-list (the only GET pair) it also reads the preview: one round trip in all.
     const limit = check.limit
     const authorized = yield* keys.authorize(
-      bearerToken(check.authorization),
+      token,
       limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
     )
     if (Option.isNone(authorized)) {
-      if (address !== undefined) {
-        const failures = yield* failedKeys.fail(address)
-        if (!failures.allowed) return yield* refuseAddress(failures.retryAfterSeconds)
+      if (!tagged) {
+        failedKeys.validLegacy.delete(secret)
+        return yield* failed(address, true)
       }
-      return yield* new Events.Unauthorized({ error: messages.unauthorized })
+      // Its tag matched, so it was issued: it is revoked, and its retries will cost no query.
+      failedKeys.revoked.add(secret)
+      return yield* failed(address, false)
     }
     const { decision, key } = authorized.value
+    if (!tagged) failedKeys.validLegacy.add(secret)
     yield* Audit.identify(`integration_key:${key.keyId}`, key.accountId)
     if (!decision.allowed) {
       yield* Metric.increment(refusals)

@@ -14,9 +14,18 @@
  * counted) are counted by the replica before their query too: past `limit` + 1
  * of them in a window the shared count is over the limit whatever the other
  * replicas did, and the rest are refused without a query.
+ *
+ * Keys told invalid without the database (forged or malformed, see KeyTags, or
+ * remembered as revoked) are counted by this replica alone (`failHere`): a
+ * flood of them costs no query at all. A tagged key the database refused is
+ * remembered (`revoked`), so its retries cost none either; each replica learns
+ * it at most once. The verdict refuses only keys that are not valid: callers
+ * let a tagged key that is not remembered as revoked through, and a key issued
+ * before tags that this replica saw authenticate (`validLegacy`).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Metric, Option } from "effect"
+import { createHash } from "node:crypto"
 import * as RateLimiter from "./RateLimiter.js"
 
 /** Requests refused with 429 by the failed-key limit (metric). */
@@ -35,6 +44,12 @@ export const subject = (address: string): string => `failed-key:${address}`
 
 /** Addresses remembered as refused at most; past it the oldest verdict is forgotten (its replica asks the database again). */
 const MAX_CACHED = 100_000
+
+/** Revoked keys (and valid keys of the old form) remembered at most; past it the oldest is forgotten. */
+const MAX_REVOKED = 100_000
+
+/** A tagged key's last characters: its whole tag, which no one without the secret can match, so it names the key. */
+const TAG_CHARS = 22
 
 /** Counts failed keys per client address and refuses the addresses over the limit. */
 export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/FailedKeys", {
@@ -62,6 +77,15 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedUntil.set(address, until)
     }
 
+    // The tags of keys the database refused (disabled, or gone with their account): a key is never re-enabled.
+    // Only the tag is kept, not the rest of the secret.
+    const revokedKeys = new Set<string>()
+
+    // Digests of keys issued before tags that authenticated here: only the database can tell such a key, so
+    // one seen valid is let through a refused address (a revoked one costs one lookup, then is dropped).
+    const validLegacyKeys = new Set<string>()
+    const legacyDigest = (key: string) => createHash("sha256").update(key).digest("base64")
+
     const refusedAt = (address: string, now: number): number | undefined => {
       const until = refusedUntil.get(address)
       if (until === undefined) return undefined
@@ -78,6 +102,35 @@ export class FailedKeys extends Effect.Service<FailedKeys>()("@crm-relay/events/
       refusedAt,
       /** Seconds until `address` may try again, when it is refused now (no query). */
       refused: (address: string) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(refusedAt(address, now))),
+      /** Tagged keys (whose tag matched) known to be revoked: their tries cost no query. */
+      revoked: {
+        has: (key: string): boolean => revokedKeys.has(key.slice(-TAG_CHARS)),
+        add: (key: string): void => {
+          if (revokedKeys.size >= MAX_REVOKED) revokedKeys.delete(revokedKeys.values().next().value!)
+          revokedKeys.add(key.slice(-TAG_CHARS))
+        }
+      },
+      /** Keys issued before tags that authenticated on this replica, by digest. */
+      validLegacy: {
+        has: (key: string): boolean => validLegacyKeys.has(legacyDigest(key)),
+        add: (key: string): void => {
+          const digest = legacyDigest(key)
+          if (validLegacyKeys.has(digest)) return
+          if (validLegacyKeys.size >= MAX_REVOKED) validLegacyKeys.delete(validLegacyKeys.values().next().value!)
+          validLegacyKeys.add(digest)
+        },
+        delete: (key: string): void => {
+          validLegacyKeys.delete(legacyDigest(key))
+        }
+      },
+      /** Counts one failed key of `address` in this replica only (no query); the decision for it. */
+      failHere: (address: string) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const window = RateLimiter.windowStart(policy, now)
+          const mine = startFailure(address, window.getTime())
+          if (mine > policy.limit) remember(address, window.getTime() + windowMillis)
+          return RateLimiter.decide(policy, now, mine, window)
+        }),
       /** Counts one failed key of `address` (shared by the replicas); the decision for it. */
       fail: (address: string) =>
         Effect.gen(function*() {

@@ -16,8 +16,9 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as Spans from "@crm-relay/store/Spans"
 import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { createHash, timingSafeEqual } from "node:crypto"
 import { AccountId } from "./Accounts.js"
+import { KeyTags } from "./KeyTags.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { type Page, pageOf, type UnknownCursor } from "./Page.js"
 import { IntegrationKeyId } from "@crm-relay/contract/Accounts"
@@ -27,6 +28,9 @@ export { IntegrationKeyId }
 
 /** Every key starts with this, so leaked keys are easy to recognise (and scan for). */
 export const KEY_PREFIX = "crk_"
+
+/** Every form a key was ever issued in (see KeyTags). */
+export { KEY_PATTERN } from "./KeyTags.js"
 
 /** The account of `create` does not exist. */
 export class AccountNotFound extends Data.TaggedError("AccountNotFound")<{ readonly accountId: string }> {}
@@ -84,13 +88,11 @@ export const LAST_USED_RESOLUTION_MS = 60_000
 
 const digest = (secret: string): Buffer => createHash("sha256").update(secret, "utf8").digest()
 
-/** Keys longer than this are not ours; refusing them early bounds the work per request. */
-const MAX_KEY_LENGTH = 256
-
 /** Creates, disables and authenticates integration keys. */
 export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-relay/events/IntegrationKeys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const tags = yield* KeyTags
 
     const insert = SqlSchema.findOne({
       Request: Schema.Struct({
@@ -150,11 +152,18 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     }))
     const policy = yield* RateLimiter.RateLimitPolicyRef
 
+    // Only a tagged key whose tag matches, or a legacy one, is looked up: the others were never issued.
+    const mayExist = (secret: string) =>
+      Effect.map(tags.ready, (tagger) => {
+        const shape = tagger.shape(secret)
+        return shape === "tagged" || shape === "legacy"
+      })
+
     // Runs on every Event API request: named by a hot path's span (see Spans).
     const authorizeSpan = Spans.hot("IntegrationKeys.authorize")
     const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>, alongside: Alongside | undefined) {
       const secret = Redacted.value(token)
-      if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authorized>()
+      if (!(yield* mayExist(secret))) return Option.none<Authorized>()
       const hash = digest(secret)
       const now = yield* Clock.currentTimeMillis
       // The key and its count are the database function `integration_key_authorize` (its plans are
@@ -179,10 +188,12 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     })
 
     return {
+      /** Issues tagged keys and tells a forged or malformed key without a query (see KeyTags). */
+      tagger: tags.ready,
       /** Creates a key for `accountId` (named `label`, when given); the returned secret is shown once and never stored. */
       create: Effect.fn("IntegrationKeys.create")(function*(accountId: string, label?: string) {
         if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
-        const secret = `${KEY_PREFIX}${randomBytes(32).toString("base64url")}`
+        const secret = (yield* tags.ready).issue()
         const row = yield* Effect.orDie(insert({ accountId, hash: digest(secret), lastFour: secret.slice(-4), label: label ?? null }))
         if (Option.isNone(row)) return yield* new AccountNotFound({ accountId })
         yield* Audit.record("key.created", { account_id: accountId, key_id: row.value.id })
@@ -207,7 +218,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       /** The active key matching `token`, if any. */
       authenticate: Effect.fn("IntegrationKeys.authenticate")(function*(token: Redacted.Redacted<string>) {
         const secret = Redacted.value(token)
-        if (secret.length === 0 || secret.length > MAX_KEY_LENGTH) return Option.none<Authenticated>()
+        if (!(yield* mayExist(secret))) return Option.none<Authenticated>()
         const hash = digest(secret)
         const row = yield* Effect.orDie(activeByHash(hash))
         const found = Option.filter(row, (key) => key.secret_hash.length === hash.length && timingSafeEqual(key.secret_hash, hash))

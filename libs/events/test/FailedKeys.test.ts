@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { TestDatabase } from "@crm-relay/store"
+import * as Statement from "@effect/sql/Statement"
 import { Context, Duration, Effect, Layer, Option, TestClock } from "effect"
 import { FailedKeys, layerWithPolicy } from "../src/FailedKeys.js"
 
@@ -43,5 +44,32 @@ describe("FailedKeys", () => {
         expect((yield* a!.fail("198.51.100.7")).allowed).toBe(false)
         expect(Option.isSome(yield* a!.refused("198.51.100.7"))).toBe(true)
       }), { timeout: 60_000 })
+
+    it.scoped("keys told invalid without the database (forged, malformed, known revoked) are counted by this replica alone: no query, and past the limit the address is refused", () =>
+      Effect.gen(function*() {
+        const [limiter, other] = yield* Replicas
+        yield* TestClock.setTime(Date.parse("2030-02-03T00:00:00Z"))
+        let statements = 0
+        const counted = Statement.withTransformer((statement) => Effect.sync(() => (statements++, statement)))
+        for (let i = 1; i <= 3; i++) expect(yield* counted(limiter!.failHere("192.0.2.9"))).toMatchObject({ allowed: true, count: i })
+        expect(yield* counted(limiter!.failHere("192.0.2.9"))).toEqual({ allowed: false, count: 4, retryAfterSeconds: 60 })
+        expect(yield* limiter!.refused("192.0.2.9")).toEqual(Option.some(60))
+        expect(statements).toBe(0)
+        // Nothing was shared: the other replica counts its own.
+        expect(Option.isNone(yield* other!.refused("192.0.2.9"))).toBe(true)
+      }), { timeout: 60_000 })
+
+    it.scoped("a revoked key is remembered (bounded), so its retries need no query", () =>
+      Effect.gen(function*() {
+        const [limiter] = yield* Replicas
+        const tagged = (i: number) => `crk_${String(i).padStart(64, "k")}`
+        expect(limiter!.revoked.has(tagged(-1))).toBe(false)
+        limiter!.revoked.add(tagged(-1))
+        expect(limiter!.revoked.has(tagged(-1))).toBe(true)
+        // Past a hundred thousand, the oldest is forgotten first.
+        for (let i = 0; i < 100_000; i++) limiter!.revoked.add(tagged(i))
+        expect(limiter!.revoked.has(tagged(-1))).toBe(false)
+        expect(limiter!.revoked.has(tagged(99_999))).toBe(true)
+      }))
   })
 })

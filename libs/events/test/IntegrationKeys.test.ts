@@ -19,8 +19,8 @@ describe("IntegrationKeys", () => {
         const created = yield* (yield* IntegrationKeys).create(account.id)
         const secret = Redacted.value(created.key)
         expect(secret.startsWith(KEY_PREFIX)).toBe(true)
-        // 32 random bytes in base64url.
-        expect(secret.length).toBe(KEY_PREFIX.length + 43)
+        // 32 random bytes and their 16-byte tag, in base64url (see KeyTags).
+        expect(secret.length).toBe(KEY_PREFIX.length + 64)
         const rows = yield* sql<Record<string, unknown>>`SELECT * FROM integration_keys WHERE id = ${created.id}`
         expect(rows).toHaveLength(1)
         expect(rows[0]!["secret_hash"]).toEqual(createHash("sha256").update(secret).digest())

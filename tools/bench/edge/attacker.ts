@@ -97,7 +97,7 @@ const slowHeaders = (port: number, count: number): Running => {
   return { ...attack, stop: () => (clearInterval(drip), attack.stop()) }
 }
 
-/** Well-formed requests with random invalid keys over keep-alive connections, at most `perSecond` a second (0: no cap). */
+/** Well-formed requests with random keys of the tagged form (right shape, wrong tag) over keep-alive connections, at most `perSecond` a second (0: no cap). */
 const badKeys = (url: string, count: number, perSecond: number): Running => {
   const pool = new Pool(url, { connections: count, pipelining: 1, keepAliveTimeout: 30_000 })
   const statuses = new Map<number | string, number>()
@@ -116,7 +116,7 @@ const badKeys = (url: string, count: number, perSecond: number): Running => {
       const status = await pool.request({
         path: "/perform-list",
         method: "GET",
-        headers: { authorization: `Bearer crk_${randomBytes(32).toString("base64url")}` }
+        headers: { authorization: `Bearer crk_${randomBytes(48).toString("base64url")}` }
       }).then(async (answer) => {
         await answer.body.dump()
         return answer.statusCode

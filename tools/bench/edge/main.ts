@@ -20,7 +20,8 @@
  * - connection flood: `--flood` silent connections, past the server's
  *   open-file limit (`--nofile`) and so past its connection budget;
  * - failed-key flood: `--bad-key-connections` keep-alive connections sending
- *   well-formed requests with random invalid keys, `--bad-key-rate` a second
+ *   well-formed requests with random keys of the tagged form and a wrong
+ *   tag (never a query: see KeyTags), `--bad-key-rate` a second
  *   in all (0: as fast as they are answered), sent at the same CPU priority
  *   as the server (`--attacker-nice 19`: the lowest, standing in for clients
  *   on other machines).
@@ -216,7 +217,7 @@ const main = Effect.gen(function*() {
     },
     {
       id: "bad-keys",
-      name: `failed-key flood (${badKeyConnections} connections, random invalid keys, ${badKeyRate > 0 ? `at most ${badKeyRate}/s` : "uncapped"})`,
+      name: `failed-key flood (${badKeyConnections} connections, random keys with a wrong tag, ${badKeyRate > 0 ? `at most ${badKeyRate}/s` : "uncapped"})`,
       start: () => startAttacker("bad-keys", attacked.publicUrl, badKeyConnections, badKeyRate)
     }
   ] as const).filter((attack) => only.has(attack.id))

@@ -4,7 +4,7 @@
  * internal API (DataAccess chooses). Both validate input with the API's own
  * Schemas, so a refusal reads the same either way.
  */
-import { Accounts, ErrorResponses, IntegrationKeys, Subscriptions } from "@crm-relay/events"
+import { Accounts, ErrorResponses, IntegrationKeys, KeyTags, Subscriptions } from "@crm-relay/events"
 import { Database, Migrations } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Option, Redacted, Ref, Schema } from "effect"
@@ -14,6 +14,7 @@ import { accountDetail, accountView, keyView, messages as listingMessages, subsc
 import * as DataAccess from "./DataAccess.js"
 import { CreateAccountRequest } from "@crm-relay/contract/InternalApi"
 import type { CliSettings } from "../config/Settings.js"
+import * as MasterKey from "../config/MasterKey.js"
 
 /** A created key: shown once. */
 export interface CreatedKey {
@@ -61,12 +62,29 @@ const urlParams = (page: PageRequest) => ({ limit: page.limit, ...Option.match(p
 const orDatabase = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E | AdminError> =>
   Effect.catchAllDefect(effect, (defect) => Effect.fail(databaseFailure(defect)))
 
-/** Operations on the database of the context (migrated before use). */
-export const layerDirect: Layer.Layer<
+/** The master keys of `settings`, for a new key only (its tag's secret is sealed in the Vault). */
+const masterKeysOf = (settings: CliSettings) => MasterKey.resolve(settings).pipe(Effect.mapError((error) => refused(error.message)))
+
+/** The keys' tags under the master keys of `settings`, resolved when a key is created: no other command needs them. */
+const keyTagsOf = (settings: CliSettings) =>
+  Layer.effect(
+    KeyTags.KeyTags,
+    Effect.map(Effect.context<SqlClient.SqlClient>(), (context) =>
+      KeyTags.KeyTags.of({
+        ready: masterKeysOf(settings).pipe(
+          Effect.orDie,
+          Effect.flatMap((keys) => Effect.flatMap(KeyTags.KeyTags, (tags) => tags.ready).pipe(Effect.provide(KeyTags.layerWith(keys)))),
+          Effect.provide(context)
+        )
+      }))
+  )
+
+/** Operations on the database of the context (migrated before use), with the master keys of `settings` for new keys. */
+export const layerDirect = (settings: CliSettings): Layer.Layer<
   AdminOperations,
   AdminError,
   SqlClient.SqlClient | Database.DatabaseInfo
-> = Layer.effect(
+> => Layer.effect(
   AdminOperations,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -105,7 +123,7 @@ export const layerDirect: Layer.Layer<
           orDatabase
         ),
       createKey: (accountId) =>
-        keys.create(accountId).pipe(
+        Effect.zipRight(masterKeysOf(settings), keys.create(accountId)).pipe(
           Effect.catchTag("AccountNotFound", () => unknownAccount(accountId)),
           orDatabase
         ),
@@ -139,7 +157,11 @@ export const layerDirect: Layer.Layer<
       migrate: Effect.zipWith(Ref.getAndSet(appliedAtStart, []), migrate, (before, now) => [...before, ...now])
     })
   }).pipe(
-    Effect.provide(Layer.mergeAll(Accounts.Accounts.Default, IntegrationKeys.IntegrationKeys.Default, Subscriptions.Subscriptions.Default))
+    Effect.provide(Layer.mergeAll(
+      Accounts.Accounts.Default,
+      IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(keyTagsOf(settings))),
+      Subscriptions.Subscriptions.Default
+    ))
   )
 )
 
@@ -175,7 +197,7 @@ export const layerRemote = DataAccess.layerRemote(AdminOperations, ({ client, ex
 
 /** Chooses how to reach the data (see DataAccess). */
 export const layerFromSettings = (settings: CliSettings): Layer.Layer<AdminOperations, AdminError> =>
-  DataAccess.layerFromSettings(settings, { direct: layerDirect, remote: layerRemote })
+  DataAccess.layerFromSettings(settings, { direct: layerDirect(settings), remote: layerRemote })
 
 /** Runs a CLI command with the operations for this environment (see DataAccess.withOperations). */
 export const withOperations = DataAccess.withOperations(AdminOperations, layerFromSettings)

@@ -152,13 +152,13 @@ export const table: ReadonlyArray<Setting> = [
   {
     name: "FAILED_KEY_LIMIT",
     default: "30",
-    description: "Requests with an invalid, disabled or missing integration key allowed per client address per minute (counted across replicas); then every request from it gets 429 with Retry-After, without a database query.",
+    description: "Requests with an invalid, disabled or missing integration key allowed per client address per minute; then its requests whose key is not valid get 429 with Retry-After, without a database query, while valid keys from it are served. Keys told invalid without the database (forged, malformed, known revoked) are counted by each replica; keys issued before keys carried a tag, across replicas.",
     secret: false
   },
   {
     name: "FAILED_KEY_HOLD_MS",
     default: "5000",
-    description: "Public port: how long the 429 of an address over FAILED_KEY_LIMIT is held, its connection unread meanwhile (a tarpit: a flood gets one request per connection per hold); 0 answers at once.",
+    description: "Public port: how long the 429 of an address over FAILED_KEY_LIMIT is held, its connection unread meanwhile (a tarpit: a flood gets one request per connection per hold); 0 answers at once. A valid key's request is never held.",
     secret: false
   },
   {

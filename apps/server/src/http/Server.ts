@@ -7,7 +7,7 @@
  * the database closes.
  */
 import { Etag, FileSystem, HttpPlatform, type HttpRouter, Path } from "@effect/platform"
-import { Accounts, EventApiLive, FailedKeys, IntegrationKeys, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
+import { Accounts, EventApiLive, FailedKeys, IntegrationKeys, KeyTags, Preview, RateLimiter, Subscriptions } from "@crm-relay/events"
 import { Database, JobHandoffs, Migrations, type Vault } from "@crm-relay/store"
 import { type ConfigError, Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { type Address, AdminAddress, PortalAddress, PublicAddress } from "./Addresses.js"
@@ -45,7 +45,13 @@ export class Listening extends Context.Tag("@crm-relay/server/Listening")<
   { readonly publicApi: Option.Option<Address>; readonly internalApi: Address; readonly portal: Option.Option<Address> }
 >() {}
 
-/** The Event API's services over a `SqlClient`. */
+/** The integration keys' tag secret, sealed in the Vault under `keys` (see KeyTags). */
+export const keyTags = (keys: Vault.MasterKeys) => KeyTags.layerWith(keys)
+
+/** `ServicesLive` with the keys' tags sealed under `keys`. */
+export const servicesWith = (keys: Vault.MasterKeys) => ServicesLive.pipe(Layer.provide(keyTags(keys)))
+
+/** The Event API's services over a `SqlClient` (and the keys' tags: `keyTags`). */
 export const ServicesLive = Layer.mergeAll(
   Accounts.Accounts.Default,
   IntegrationKeys.IntegrationKeys.Default,
@@ -133,6 +139,7 @@ type WorkerServices =
 /** The server over a database provided by the caller (tests share one between instances). */
 export const layerWithDatabase = (options: ServeOptions) => {
   const edge = options.edge ?? defaultEdge
+  const masterKeys = options.masterKeys ?? MasterKey.processLocal
   const internalMessages = { notFound: InternalApiLive.messages.notFound, refusedInput: InCallApiLive.refusedInput }
   const internalApi = ServeApi.serveApi({
     api: InternalApiLive.layer(options.adminToken),
@@ -236,10 +243,10 @@ export const layerWithDatabase = (options: ServeOptions) => {
     Layer.provide(Layer.merge(internalApi, publicApi)),
     Layer.provideMerge(portalAndLinks),
     Layer.provideMerge(CallPipeline.ServicesLive),
-    Layer.provideMerge(ConnectionsLayers.layer(options.masterKeys ?? MasterKey.processLocal)),
+    Layer.provideMerge(ConnectionsLayers.layer(masterKeys)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
     // One for the intake and the delivery runner: with ROLE all, the runner takes an outcome's deliveries from it.
-    Layer.provideMerge(Layer.mergeAll(ServicesLive, Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default, ServeApi.platform))
+    Layer.provideMerge(Layer.mergeAll(servicesWith(masterKeys), Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default, ServeApi.platform))
   )
 }
 

@@ -24,6 +24,7 @@ import { Deliveries } from "../../src/Deliveries.js"
 import * as DeliveryWorker from "../../src/DeliveryWorker.js"
 import * as Fanout from "../../src/Fanout.js"
 import { IntegrationKeys } from "../../src/IntegrationKeys.js"
+import * as KeyTags from "../../src/KeyTags.js"
 import { Preview } from "../../src/Preview.js"
 import { Recoveries } from "../../src/Recoveries.js"
 import { SigningSecrets } from "../../src/SigningSecrets.js"
@@ -88,7 +89,7 @@ const egress = (deadline: Duration.Duration) => Layer.unwrapEffect(
 /** The services, the database, egress (with `deadline`) and receivers. */
 export const layerWith = (deadline: Duration.Duration) => Layer.mergeAll(
   Accounts.Default,
-  IntegrationKeys.Default,
+  IntegrationKeys.Default.pipe(Layer.provide(KeyTags.layerTest)),
   Subscriptions.Default,
   Preview.Default,
   Deliveries.Default,

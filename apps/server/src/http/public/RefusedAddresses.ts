@@ -2,7 +2,10 @@
  * The failed-key limit's refusals answered before any router: a request from
  * a client address the limit refuses (FailedKeys' cached verdict) gets its
  * 429 with `Retry-After` and the Error object straight from the Node
- * request event — no fiber, no routing, no query.
+ * request event — no fiber, no routing, no query — unless its key is valid:
+ * a tagged key whose tag matches (KeyTags) and that is not known revoked, or
+ * a key of the old form this replica saw valid, goes on to be served, so
+ * accounts sharing an address with a failing one are not refused.
  *
  * A refusal costs little, but a flood answered as fast as it is sent never
  * lets the process sleep: the answer is held (`holdMs`, a tarpit), and the
@@ -16,8 +19,8 @@
  * address per minute (the access log's throttle).
  */
 import type * as AddressPolicy from "@crm-relay/bridge/AddressPolicy"
-import { EventApiLive, FailedKeys } from "@crm-relay/events"
-import { Effect, Runtime } from "effect"
+import { EventApiLive, FailedKeys, IntegrationKeys } from "@crm-relay/events"
+import { Effect, Redacted, Runtime } from "effect"
 import type * as Http from "node:http"
 import { performance } from "node:perf_hooks"
 import type { Duplex } from "node:stream"
@@ -84,6 +87,13 @@ const tarpit = (holdMs: number) => {
 export const shortcut = (options: Options) => (refusals: RefusalLog) =>
   Effect.gen(function*() {
     const failedKeys = yield* FailedKeys.FailedKeys
+    const tagger = yield* (yield* IntegrationKeys.IntegrationKeys).tagger
+    // A key that may be valid: the router's key check decides, as for any address.
+    const mayBeValid = (authorization: string | undefined) => {
+      const key = Redacted.value(EventApiLive.bearerToken(authorization))
+      const shape = tagger.shape(key)
+      return shape === "tagged" ? !failedKeys.revoked.has(key) : shape === "legacy" && failedKeys.validLegacy.has(key)
+    }
     const runtime = yield* Effect.runtime<never>()
     const message = EventApiLive.messages.failedKeys(failedKeys.policy.limit)
     const hold = tarpit(options.holdMs)
@@ -94,7 +104,7 @@ export const shortcut = (options: Options) => (refusals: RefusalLog) =>
       const address = ClientAddress.resolve(options.trusted, request.socket.remoteAddress, forwarded)
       if (address === undefined) return false
       const now = Date.now()
-      if (failedKeys.refusedAt(address, now) === undefined) return false
+      if (failedKeys.refusedAt(address, now) === undefined || mayBeValid(request.headers.authorization)) return false
       FailedKeys.refusals.unsafeUpdate(1, [])
       const method = request.method ?? "GET"
       const leftOut = refusals(address, now)
