@@ -11,7 +11,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
 import { JobHandoffs } from "../src/JobHandoffs.js"
 import type * as JobHandoffsModule from "../src/JobHandoffs.js"
-import * as JobQueue from "../src/JobQueue.js"
+import * as JobQueue from "../src/JobQueue/index.js"
 import { Notifier } from "../src/Notifier.js"
 import * as TestDatabase from "../src/TestDatabase.js"
 
