@@ -2,7 +2,8 @@
  * The statements of one queue table for one lease owner: claim, heartbeat,
  * finish (one job or many), release and the next due time. `make` builds
  * them once (a runner, or a service at Layer build); every call after that
- * only binds values.
+ * only binds values. `releaseOtherProcesses` takes back a dead process's
+ * leases on a database this process owns alone.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type * as Statement from "@effect/sql/Statement"
@@ -315,4 +316,21 @@ export const make = <A>(
     }
 
     return { table: jobs, owner, claim, heartbeat, complete, retry, deadLetter, end, finishMany, release, nextDue }
+  })
+
+/**
+ * Takes back at once the leases of `jobs` held by other processes, keeping
+ * this process's (in-process runners sharing a database keep theirs). Only
+ * for a database that belongs to this process alone (embedded PGlite): there
+ * another process's lease can only be a dead process's, from before a
+ * restart. The attempts stay counted. Returns how many were taken back.
+ */
+export const releaseOtherProcesses = <A>(jobs: JobTable<A>): Effect.Effect<number, never, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const prefix = processOwnerPrefix()
+    const rows = yield* sql`UPDATE ${sql(jobs.table)} SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE status = 'pending' AND lease_owner IS NOT NULL AND left(lease_owner, ${prefix.length}) <> ${prefix}
+      RETURNING id`.pipe(Effect.orDie)
+    return rows.length
   })
