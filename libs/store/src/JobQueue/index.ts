@@ -2,8 +2,14 @@
  * A durable job queue over an ordinary table: the CRM push jobs and the
  * webhook deliveries are rows that workers claim, run and finish.
  *
- * The table it runs over is declared with `table` (see Table.ts for the
- * columns a queue table needs).
+ * This file is the module's public face; each idea has a file of its own:
+ * - Table.ts: declaring a queue table (`table`, the columns it needs) and
+ *   the vocabulary of its jobs (`Job`, `JobResult`, `FinishExtras`);
+ * - Statements.ts: the claim, heartbeat and finish statements one lease
+ *   owner uses (`make`), built once;
+ * - Runner.ts: the runner (`run`) and its options; Metrics.ts what it reports;
+ * - Controls.ts: the operator's side (`depth`, `replay`, `wake`, `controls`);
+ * - internal/: what the runner and statements share and callers never touch.
  *
  * How it works:
  * - A row is due when `status = 'pending'`, `next_attempt_at <= now` and it
