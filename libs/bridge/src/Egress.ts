@@ -210,7 +210,10 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
       Effect.annotateLogs({ host: request.host, purpose: request.purpose, first_error: stale.error.message }),
       Effect.zipRight(exchange(freshNow(), request, deadlines, timeoutMs)),
       Effect.catchTag("StaleConnection", (again) => Effect.fail(again.error)),
-      Effect.timeoutFail({ duration: leftMs, onTimeout: () => new EgressTimeout({ host: request.host, timeoutMs }) })
+      Effect.timeoutFail({ duration: leftMs, onTimeout: () => new EgressTimeout({ host: request.host, timeoutMs }) }),
+      // On the clock the deadlines use (the Layer's), not the caller's: under a caller's TestClock the
+      // second try would otherwise expire at the first clock jump, while its request is still on the wire.
+      Effect.withClock(clock)
     )
   }
 

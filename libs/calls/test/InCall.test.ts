@@ -201,11 +201,29 @@ layer(Live)("InCall", (it) => {
   it.effect("Errors table: 429, 5xx and a lost connection answer {ok: false, reason: \"unavailable\"}", () =>
     Effect.gen(function*() {
       const { accountId, bridge, inCall, mark, tenantId } = yield* connected()
-      for (const fault of [Faults.status(429, { retryAfter: 30 }), Faults.status(503), Faults.lostResponse()]) {
-        yield* bridge.control.setFault(fault, { operation: "contacts.upsert" })
+      // The lost connection stays lost: egress sends a request lost on a kept-alive connection once more, on a fresh one.
+      for (const [fault, times] of [[Faults.status(429, { retryAfter: 30 }), 1], [Faults.status(503), 1], [Faults.lostResponse(), 2]] as const) {
+        yield* bridge.control.setFault(fault, { operation: "contacts.upsert", times })
         expect(yield* inCall.contactsUpsert(accountId, tenantId, contact)).toMatchObject({ ok: false, reason: "unavailable" })
       }
-      expect((yield* since(bridge, mark)).map((r) => r.operation)).toEqual(["contacts.upsert", "contacts.upsert", "contacts.upsert"])
+      expect((yield* since(bridge, mark)).map((r) => [r.operation, r.status])).toEqual([
+        ["contacts.upsert", 429],
+        ["contacts.upsert", 503],
+        ["contacts.upsert", "lost"],
+        ["contacts.upsert", "lost"]
+      ])
+    }))
+
+  it.effect("Errors table: a connection the bridge closed as it was reused costs the call nothing — sent again once, fresh, with the same Idempotency-Key", () =>
+    Effect.gen(function*() {
+      const { accountId, bridge, inCall, mark, tenantId } = yield* connected()
+      expect(yield* inCall.contactsUpsert(accountId, tenantId, contact)).toMatchObject({ ok: true })
+      yield* bridge.control.setFault(Faults.lostResponse(), { operation: "contacts.upsert" })
+      const answer = yield* inCall.contactsUpsert(accountId, tenantId, contact)
+      expect(answer).toMatchObject({ ok: true })
+      const requests = (yield* since(bridge, mark)).filter((r) => r.operation === "contacts.upsert")
+      expect(requests.map((r) => r.status)).toEqual([200, "lost", 200])
+      expect(requests[2]!.idempotencyKey).toBe(requests[1]!.idempotencyKey)
     }))
 
   it.effect("Operation rule 5: an invalid receipt (unconfirmed, shifted time, empty id) answers {ok: false, reason: \"rejected\"} — no booking is reported", () =>
