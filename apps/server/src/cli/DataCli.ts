@@ -38,8 +38,8 @@ const backup = Command.make(
       ))
 ).pipe(
   Command.withDescription(
-    "Write a consistent backup of the database to FILE while `serve` runs or not (through the running server when it holds " +
-      "the embedded database). It holds no master key: keep MASTER_KEY, or DATA_DIR/master-key, with it."
+    "Write a consistent backup of the database to FILE. It works while `serve` runs (through the running server when it " +
+      "holds the embedded database) or not. It holds no master key: keep MASTER_KEY, or DATA_DIR/master-key, with it."
   )
 )
 
@@ -59,8 +59,8 @@ const restore = Command.make(
       ))
 ).pipe(
   Command.withDescription(
-    "Restore a backup into an empty DATA_DIR, or into the empty PostgreSQL database of DATABASE_URL. The whole file and " +
-      "the master key are checked before anything is written; a failure leaves no half database."
+    "Restore a backup into an empty database. That is DATA_DIR's embedded one, or the PostgreSQL database of DATABASE_URL " +
+      "when set. The whole file and the master key are checked before anything is written; a failure leaves no half database."
   )
 )
 
@@ -84,8 +84,8 @@ const move = Command.make(
       ))
 ).pipe(
   Command.withDescription(
-    "Copy the embedded database of DATA_DIR (with `serve` stopped) into an empty PostgreSQL database: every table and " +
-      "row, secrets still sealed, pending work kept. Then print what to set."
+    "Copy the embedded database to an empty PostgreSQL one. Run it with `serve` stopped: every table and row of DATA_DIR " +
+      "comes across, secrets still sealed, pending work kept; then it prints what to set."
   )
 )
 
