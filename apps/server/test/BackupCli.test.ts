@@ -13,6 +13,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
 import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
+import { freshPostgres } from "./support/FreshPostgres.js"
 import { tempDir } from "./support/TempDir.js"
 
 const MASTER_KEY = Vault.generateMasterKey()
@@ -41,21 +42,6 @@ const sha = (file: string) => createHash("sha256").update(Fs.readFileSync(file))
 /** Decompresses `file`, edits its text, compresses it again. */
 const rewrite = (file: string, edit: (text: string) => string) =>
   Fs.writeFileSync(file, Zlib.gzipSync(edit(Zlib.gunzipSync(Fs.readFileSync(file)).toString("utf8"))))
-
-/** A database of its own on the PostgreSQL server of `url`, dropped with the scope. */
-export const freshPostgres = (url: Redacted.Redacted) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const name = `crm_relay_data_${randomBytes(6).toString("hex")}`
-    yield* Effect.acquireRelease(
-      sql.unsafe(`CREATE DATABASE ${name}`),
-      () => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).pipe(Effect.ignore)
-    )
-    const parsed = new URL(Redacted.value(url))
-    parsed.pathname = `/${name}`
-    parsed.search = ""
-    return parsed.toString()
-  })
 
 describe("crm-relay db", () => {
   layer(TestDatabase.layer, { excludeTestServices: true })((it) => {
