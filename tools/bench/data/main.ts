@@ -11,7 +11,7 @@
  * 3. `crm-relay db move --to` a fresh database on DATABASE_URL's server
  *    (dropped at the end): time.
  * 4. Intake while serving: `crm-relay serve` (ROLE=api) on the DATA_DIR takes
- *    outcomes at `--rate` a second for `--seconds`, then again while
+ *    outcomes at `--rate` a second for `--seconds` (after 5 s of warm-up), then again while
  *    `crm-relay db backup` runs through it; the 202's latency p50/p99/max of
  *    each phase, and the backup's time through the server.
  */
@@ -177,6 +177,8 @@ const main = Effect.gen(function*() {
       Effect.promise(() => fetch(`${adminUrl}/v1/accounts`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: JSON.stringify({ name: "intake" }) }).then((r) => r.json() as Promise<{ id: string }>)),
       (a) => Effect.succeed(a.id)
     )
+    // Warm-up (not counted): the first requests of a new process compile its code.
+    yield* intake(adminUrl, accountId, Effect.sleep(Duration.seconds(5)))
     const without = yield* intake(adminUrl, accountId, Effect.sleep(Duration.seconds(seconds)))
     yield* Console.log(`Intake without a backup (${rate}/s): ${summary(without.latencies)}`)
     const during = yield* intake(adminUrl, accountId, timed(["db", "backup", Path.join(dir, "live.crm-relay-backup")], env))

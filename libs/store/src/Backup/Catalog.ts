@@ -2,8 +2,8 @@
  * What a backup needs to know of the schema, read from the database's own
  * catalog (so a new table or column is carried with no change here): the
  * tables in an order where every foreign key points backwards, each with
- * its primary key (the rows' order), the columns an INSERT may write, and
- * the identity columns whose sequences follow the rows.
+ * the columns an INSERT may write and the identity columns whose sequences
+ * follow the rows.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
@@ -12,8 +12,6 @@ import { TABLE as MIGRATIONS_TABLE } from "../Migrations.js"
 /** One table as a backup reads and writes it. */
 export interface Table {
   readonly name: string
-  /** Primary-key columns: rows are dumped in this order, so a checksum is the same on both sides. */
-  readonly key: ReadonlyArray<string>
   /** Columns an INSERT writes (every one but the generated). */
   readonly insertable: ReadonlyArray<string>
   /** Identity columns: their sequences are set past the highest value restored. */
@@ -29,13 +27,6 @@ export const tables = Effect.gen(function*() {
     JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name
     WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
     ORDER BY c.table_name, c.ordinal_position`
-  const keys = yield* sql<{ table_name: string; column_name: string }>`
-    SELECT k.table_name, k.column_name
-    FROM information_schema.table_constraints c
-    JOIN information_schema.key_column_usage k
-      ON k.constraint_schema = c.constraint_schema AND k.constraint_name = c.constraint_name
-    WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = current_schema()
-    ORDER BY k.table_name, k.ordinal_position`
   const references = yield* sql<{ child: string; parent: string }>`
     SELECT child.relname AS child, parent.relname AS parent
     FROM pg_constraint f
@@ -43,16 +34,14 @@ export const tables = Effect.gen(function*() {
     JOIN pg_class parent ON parent.oid = f.confrelid
     WHERE f.contype = 'f' AND f.connamespace = current_schema()::regnamespace AND f.conrelid <> f.confrelid`
 
-  const byName = new Map<string, { key: Array<string>; insertable: Array<string>; identity: Array<string>; all: Array<string> }>()
+  const byName = new Map<string, { insertable: Array<string>; identity: Array<string> }>()
   for (const column of columns) {
     if (column.table_name === MIGRATIONS_TABLE) continue
-    const table = byName.get(column.table_name) ?? { key: [], insertable: [], identity: [], all: [] }
+    const table = byName.get(column.table_name) ?? { insertable: [], identity: [] }
     byName.set(column.table_name, table)
-    table.all.push(column.column_name)
     if (column.is_generated !== "ALWAYS") table.insertable.push(column.column_name)
     if (column.is_identity === "YES") table.identity.push(column.column_name)
   }
-  for (const key of keys) byName.get(key.table_name)?.key.push(key.column_name)
 
   // Depth-first: a table comes after every table it references.
   const parents = new Map<string, Array<string>>()
@@ -64,8 +53,7 @@ export const tables = Effect.gen(function*() {
     for (const parent of parents.get(name) ?? []) place(parent, new Set([...path, name]))
     placed.add(name)
     const table = byName.get(name)!
-    // A table without a primary key is ordered by all its columns: still one order on both sides.
-    ordered.push({ name, key: table.key.length > 0 ? table.key : table.all, insertable: table.insertable, identity: table.identity })
+    ordered.push({ name, insertable: table.insertable, identity: table.identity })
   }
   for (const name of [...byName.keys()].sort()) place(name, new Set())
   return ordered

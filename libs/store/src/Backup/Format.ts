@@ -16,17 +16,38 @@
  * once every row is written: a file cut short has none and is refused.
  */
 import { Effect, Schema } from "effect"
-import { createHash, type Hash } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Readline from "node:readline"
 import * as Zlib from "node:zlib"
+
+const MODULUS = 1n << 256n
+
+/** The checksum of a part's rows (see `Part`), added to row by row. */
+export class RowsDigest {
+  private sum = 0n
+  rows = 0
+  /** Adds one row line (without its newline). */
+  add(line: string): void {
+    this.sum = (this.sum + BigInt(`0x${createHash("sha256").update(line, "utf8").digest("hex")}`)) % MODULUS
+    this.rows++
+  }
+  /** The checksum, as 64 hex digits. */
+  hex(): string {
+    return this.sum.toString(16).padStart(64, "0")
+  }
+}
 
 /** The first line of every backup. */
 export const MAGIC = "@crm-relay-backup 1"
 const PART = "@part "
 const MANIFEST = "@manifest "
 
-/** One table's rows: how many, and the SHA-256 of its row lines (each with its newline). */
+/**
+ * One table's rows: how many, and their checksum — the sum (mod 2^256) of
+ * each row line's SHA-256, so it does not depend on the rows' order: a
+ * snapshot reads them in storage order, and a target is checked in any.
+ */
 export const Part = Schema.Struct({ table: Schema.String, rows: Schema.Int, sha256: Schema.String })
 export type Part = typeof Part.Type
 
@@ -60,14 +81,14 @@ export interface Writer {
 /** Writes a backup into `gzip` (whatever reads it: a file, an HTTP response). */
 export const writer = (gzip: Zlib.Gzip): Writer => {
   const parts: Array<Part> = []
-  let current: { table: string; rows: number; hash: Hash } | undefined
+  let current: { table: string; digest: RowsDigest } | undefined
   const write = (text: string) =>
     Effect.async<void>((resume) => {
       if (gzip.write(text)) resume(Effect.void)
       else gzip.once("drain", () => resume(Effect.void))
     })
   const close = () => {
-    if (current !== undefined) parts.push({ table: current.table, rows: current.rows, sha256: current.hash.digest("hex") })
+    if (current !== undefined) parts.push({ table: current.table, rows: current.digest.rows, sha256: current.digest.hex() })
     current = undefined
   }
   let started = false
@@ -76,16 +97,14 @@ export const writer = (gzip: Zlib.Gzip): Writer => {
     part: (table) =>
       Effect.zipRight(start, Effect.suspend(() => {
         close()
-        current = { table, rows: 0, hash: createHash("sha256") }
+        current = { table, digest: new RowsDigest() }
         return write(`${PART}${table}\n`)
       })),
     rows: (lines) =>
       Effect.suspend(() => {
         if (lines.length === 0) return Effect.void
-        const text = lines.join("\n") + "\n"
-        current!.rows += lines.length
-        current!.hash.update(text, "utf8")
-        return write(text)
+        for (const line of lines) current!.digest.add(line)
+        return write(lines.join("\n") + "\n")
       }),
     finish: (about) =>
       Effect.zipRight(start, Effect.suspend(() => {
@@ -162,7 +181,7 @@ export const read = <E = never>(path: string, onRows?: OnRows<E>): Effect.Effect
       return yield* damaged("The file is not a crm-relay backup (it does not start with one's first line).")
     }
     const seen: Array<Part> = []
-    let current: { table: string; rows: number; hash: Hash; batch: Array<string> } | undefined
+    let current: { table: string; digest: RowsDigest; batch: Array<string> } | undefined
     let manifestText: string | undefined
     const flush = Effect.suspend(() => {
       if (current === undefined || current.batch.length === 0 || onRows === undefined) return Effect.void
@@ -174,7 +193,7 @@ export const read = <E = never>(path: string, onRows?: OnRows<E>): Effect.Effect
       if (current === undefined) return Effect.void
       const done = current
       return Effect.map(flush, () => {
-        seen.push({ table: done.table, rows: done.rows, sha256: done.hash.digest("hex") })
+        seen.push({ table: done.table, rows: done.digest.rows, sha256: done.digest.hex() })
       })
     })
     while (true) {
@@ -184,14 +203,13 @@ export const read = <E = never>(path: string, onRows?: OnRows<E>): Effect.Effect
       if (manifestText !== undefined) return yield* damaged("The file goes on after its manifest.")
       if (line.startsWith(PART)) {
         yield* closePart
-        current = { table: line.slice(PART.length), rows: 0, hash: createHash("sha256"), batch: [] }
+        current = { table: line.slice(PART.length), digest: new RowsDigest(), batch: [] }
       } else if (line.startsWith(MANIFEST)) {
         yield* closePart
         current = undefined
         manifestText = line.slice(MANIFEST.length)
       } else if (current !== undefined && line.startsWith("{")) {
-        current.rows++
-        current.hash.update(`${line}\n`, "utf8")
+        current.digest.add(line)
         if (onRows !== undefined) {
           current.batch.push(line)
           if (current.batch.length >= BATCH) yield* flush

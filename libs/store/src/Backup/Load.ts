@@ -8,7 +8,6 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Data, Effect, Either, Option } from "effect"
-import { createHash } from "node:crypto"
 import type { Migration } from "../Migration.js"
 import * as Migrations from "../Migrations.js"
 import { migrations as all } from "../migrations/index.js"
@@ -97,21 +96,15 @@ const insertInto = (sql: SqlClient.SqlClient, table: Catalog.Table) => {
 /** The rows and checksum of `table` as the database holds it, read as a backup writes it. */
 const digest = (sql: SqlClient.SqlClient, table: Catalog.Table) =>
   Effect.gen(function*() {
-    const hash = createHash("sha256")
-    let rows = 0
-    yield* sql.unsafe(
-      `DECLARE crm_relay_verify NO SCROLL CURSOR FOR SELECT to_jsonb(t)::text AS r FROM ${ident(table.name)} t ORDER BY ${
-        table.key.map(ident).join(", ")
-      }`
-    )
+    const rows = new Format.RowsDigest()
+    yield* sql.unsafe(`DECLARE crm_relay_verify NO SCROLL CURSOR FOR SELECT to_jsonb(t)::text AS r FROM ${ident(table.name)} t`)
     while (true) {
       const chunk = yield* sql.unsafe<{ r: string }>("FETCH 2000 FROM crm_relay_verify")
-      for (const row of chunk) hash.update(`${row.r}\n`, "utf8")
-      rows += chunk.length
+      for (const row of chunk) rows.add(row.r)
       if (chunk.length < 2000) break
     }
     yield* sql.unsafe("CLOSE crm_relay_verify")
-    return { rows, sha256: hash.digest("hex") }
+    return { rows: rows.rows, sha256: rows.hex() }
   })
 
 /**
