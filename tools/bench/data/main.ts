@@ -108,22 +108,25 @@ const serving = (env: Record<string, string>, dataDir: string) =>
     }).pipe(Effect.retry(Schedule.spaced(Duration.millis(100)).pipe(Schedule.upTo(Duration.minutes(5)))))
   })
 
-/** Posts one outcome to `admin` and answers its latency in ms. */
+/** Posts one outcome to `admin` and answers its latency in ms; any answer but 202 fails the run. */
 const post = (admin: string, accountId: string) =>
-  Effect.promise(async () => {
+  Effect.gen(function*() {
     const callId = `call-${randomUUID()}`
     const start = performance.now()
-    const response = await fetch(`${admin}/v1/calls/${callId}/outcome`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify({
-        account_id: accountId, tenant_id: "t-1", classification: "lead", source: "Bench (phone)", tags: [],
-        caller: { full_name: "Ada Lovelace", first_name: "Ada", last_name: "Lovelace", phones: ["+1 555 0100"], emails: [], address: "" },
-        lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "normal" }
+    const status = yield* Effect.promise(async () => {
+      const response = await fetch(`${admin}/v1/calls/${callId}/outcome`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+        body: JSON.stringify({
+          account_id: accountId, tenant_id: "t-1", classification: "lead", source: "Bench (phone)", tags: [],
+          caller: { full_name: "Ada Lovelace", first_name: "Ada", last_name: "Lovelace", phones: ["+1 555 0100"], emails: [], address: "" },
+          lead: { job_type: "Boiler repair", summary: "No hot water", notes: "", urgency: "normal" }
+        })
       })
+      await response.arrayBuffer()
+      return response.status
     })
-    await response.arrayBuffer()
-    if (response.status !== 202) throw new Error(`outcome answered ${response.status}`)
+    if (status !== 202) return yield* Effect.dieMessage(`outcome answered ${status}`)
     return performance.now() - start
   })
 
