@@ -162,12 +162,18 @@ describe("the data's whole life", () => {
         const first = yield* started({ ...base, DATA_DIR: dataDir, ROLE: "api" })
         const accounts = yield* Effect.forEach([0, 1, 2], (i) =>
           account(first.admin, first.public, bridge.restBaseUrl, hooks.url(`/move/${i}`), `Moved ${i}`))
+        // The issue's 50 accounts: the rest with a key each.
+        const keyOnly = yield* Effect.forEach(Array.from({ length: 47 }, (_, i) => i), (i) =>
+          Effect.gen(function*() {
+            const created = (yield* adminRequest(first.admin, "POST", "/v1/accounts", { name: `Key only ${i}`, mode: "live" })).json as Json
+            return ((yield* adminRequest(first.admin, "POST", `/v1/accounts/${created["id"]}/keys`)).json as Json)["key"] as string
+          }))
         const calls = yield* Effect.forEach(accounts, (a) => Effect.replicateEffect(outcome(first.admin, a.id), 3))
         expect(calls.flat().every((c) => c.status === 202)).toBe(true)
         expect(yield* first.server.terminate).toBe(0)
 
         // Volume: finished deliveries and pending ones, as a long-running installation has.
-        const [finished, pending] = [2_000, 200]
+        const [finished, pending] = [9_000, 1_000]
         yield* embedded(dataDir, (sql) =>
           sql`
             INSERT INTO deliveries (account_id, subscription_id, event, call_id, target_url, payload, status, attempts, delivered_at)
@@ -188,8 +194,8 @@ describe("the data's whole life", () => {
 
         const second = yield* started({ ...base, DATA_DIR: Path.join(dir, "on-postgres"), DATABASE_URL: url })
         // Every key answers.
-        for (const a of accounts) {
-          expect((yield* request("GET", `${second.public}/perform-list`, { headers: { authorization: `Bearer ${a.key}` } })).status).toBe(200)
+        for (const key of [...accounts.map((a) => a.key), ...keyOnly]) {
+          expect((yield* request("GET", `${second.public}/perform-list`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
         }
         // A connection still reaches its bridge (its sealed credential opens on PostgreSQL).
         const search = yield* adminRequest(second.admin, "POST", `/v1/accounts/${accounts[1]!.id}/tenants/${TENANT.tenantId}/contacts/search`, {
