@@ -95,12 +95,24 @@ export class KeysGroup extends HttpApiGroup.make("keys")
   .annotate(OpenApi.Description, "Integration keys by id.")
 {}
 
-/** Operations: migrations (already run at start; idempotent). */
+/** Operations: migrations (already run at start; idempotent) and backups. */
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(
     HttpApiEndpoint.post("migrate", "/v1/migrations")
       .annotate(OpenApi.Summary, "Apply pending database migrations")
       .addSuccess(Schema.Struct({ applied: Schema.Array(AppliedMigration) }))
+  )
+  .add(
+    HttpApiEndpoint.get("backup", "/v1/backup")
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/gzip" }))
+      .annotate(OpenApi.Summary, "Stream a consistent backup of the database")
+      .annotate(
+        OpenApi.Description,
+        "A gzip'd crm-relay backup (what `crm-relay db backup` writes), taken from one snapshot while the server " +
+          "goes on serving. It holds the sealed secrets, never the master key. `crm-relay db backup` uses this route " +
+          "when the server holds the embedded database. A failure half-way ends the body early: the file then has no " +
+          "manifest and is refused whole."
+      )
   )
   .middleware(AdminAuth)
   .annotate(OpenApi.Description, "Database schema migrations.")

@@ -69,7 +69,11 @@ const resolve = (record: Readonly<Record<string, Migration>>): Effect.Effect<Rea
  * (the full run then applies, or refuses, with the lock held).
  */
 const allRecorded = (sql: SqlClient.SqlClient, pending: ReadonlyArray<Resolved>): Effect.Effect<boolean> =>
-  sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(TABLE)}`.pipe(
+  // Asked first, not tried: a failed statement would abort the transaction of a caller (a restore runs us in its own).
+  sql<{ found: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS found`.pipe(
+    Effect.flatMap(([row]) =>
+      row?.found === true ? sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(TABLE)}` : Effect.succeed([])
+    ),
     Effect.map((rows) => {
       const recorded = new Map(rows.map((row) => [Number(row.id), row.name]))
       return pending.every(({ id, name }) => recorded.get(id) === name)

@@ -201,6 +201,48 @@ interface SecretRow {
   readonly ciphertext: Uint8Array
 }
 
+/** Opens data key `keyId` from its `wraps` with the first of `masters` that has one. */
+const unwrapWith = (
+  masters: ReadonlyArray<MasterKey>,
+  keyId: string,
+  wraps: ReadonlyArray<WrapRow>
+): Either.Either<Uint8Array, VaultError> => {
+  const masterIds = masters.map((m) => m.id)
+  if (wraps.length === 0) return Either.left(failure("unknown_key", `No data key ${keyId} exists.`))
+  for (const master of masters) {
+    const row = wraps.find((w) => w.master_key_id === master.id)
+    if (row === undefined) continue
+    const opened = unseal(Redacted.value(master.bytes), row.wrapped, wrapAad(keyId, master.id))
+    if (Option.isSome(opened) && opened.value.length === KEY_BYTES) return Either.right(new Uint8Array(opened.value))
+    return Either.left(failure("decrypt_failed", `The wrap of data key ${keyId} did not authenticate under master key ${master.id}.`))
+  }
+  return Either.left(
+    failure(
+      "wrong_master_key",
+      `Data key ${keyId} is wrapped under master key(s) ${wraps.map((w) => w.master_key_id).join(", ")}, ` +
+        `not under the configured ${masterIds.join(", ")}: set MASTER_KEY (or MASTER_KEY_PREVIOUS) to the key it was created with.`
+    )
+  )
+}
+
+/**
+ * Whether `keys` open `secret` through the wraps of its data key, as rows of
+ * `vault_key_wraps` and `vault_secrets`: a backup is checked with this
+ * before it is restored, so a wrong MASTER_KEY is refused before any write.
+ */
+export const opens = (
+  keys: MasterKeys,
+  wraps: ReadonlyArray<WrapRow & { readonly key_id: string }>,
+  secret: Pick<SecretRow, "key_id" | "aad" | "ciphertext">
+): Either.Either<void, VaultError> =>
+  Either.flatMap(
+    unwrapWith([keys.current, ...keys.previous], secret.key_id, wraps.filter((w) => w.key_id === secret.key_id)),
+    (key) =>
+      Option.isSome(unseal(key, secret.ciphertext, secretAad(secret.key_id, secret.aad)))
+        ? Either.void
+        : Either.left(decryptFailed(secret.key_id))
+  )
+
 /** The Vault over the database of the context, with these master keys. */
 export const layer = (keys: MasterKeys): Layer.Layer<Vault, never, SqlClient.SqlClient> =>
   Layer.effect(Vault, make(keys))
@@ -213,7 +255,6 @@ export const make = (keys: MasterKeys) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const masters = [keys.current, ...keys.previous]
-    const masterIds = masters.map((m) => m.id)
     // A transaction whose database failure is a defect, like every statement here.
     const transaction = <A, R>(effect: Effect.Effect<A, never, R>) => sql.withTransaction(effect).pipe(Effect.orDie)
     // Unwrapped data keys by id; there are only ever a few.
@@ -225,23 +266,7 @@ export const make = (keys: MasterKeys) =>
         wrapped: seal(Redacted.value(master.bytes), dataKey, wrapAad(keyId, master.id)).toString("base64")
       }))
 
-    const unwrap = (keyId: string, wraps: ReadonlyArray<WrapRow>): Either.Either<Uint8Array, VaultError> => {
-      if (wraps.length === 0) return Either.left(failure("unknown_key", `No data key ${keyId} exists.`))
-      for (const master of masters) {
-        const row = wraps.find((w) => w.master_key_id === master.id)
-        if (row === undefined) continue
-        const opened = unseal(Redacted.value(master.bytes), row.wrapped, wrapAad(keyId, master.id))
-        if (Option.isSome(opened) && opened.value.length === KEY_BYTES) return Either.right(new Uint8Array(opened.value))
-        return Either.left(failure("decrypt_failed", `The wrap of data key ${keyId} did not authenticate under master key ${master.id}.`))
-      }
-      return Either.left(
-        failure(
-          "wrong_master_key",
-          `Data key ${keyId} is wrapped under master key(s) ${wraps.map((w) => w.master_key_id).join(", ")}, ` +
-            `not under the configured ${masterIds.join(", ")}: set MASTER_KEY (or MASTER_KEY_PREVIOUS) to the key it was created with.`
-        )
-      )
-    }
+    const unwrap = (keyId: string, wraps: ReadonlyArray<WrapRow>) => unwrapWith(masters, keyId, wraps)
 
     /** The data keys `ids`, from the cache or unwrapped from one query. */
     const dataKeysFor = (ids: ReadonlyArray<string>): Effect.Effect<Map<string, Either.Either<Uint8Array, VaultError>>> =>

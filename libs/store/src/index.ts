@@ -3,6 +3,7 @@
  * embedded PGlite), migrations, LISTEN/NOTIFY, and test databases.
  */
 export * as Audit from "./Audit.js"
+export * as Backup from "./Backup/index.js"
 export * as DataDirLock from "./DataDirLock.js"
 export * as Database from "./Database.js"
 export * as Ids from "./Ids.js"

@@ -10,6 +10,7 @@ import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
 import * as BridgeCli from "./BridgeCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
+import * as DataCli from "./DataCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
 import { refused, UsageError } from "./AdminError.js"
 import * as Help from "./Help.js"
@@ -17,6 +18,7 @@ import { json, print } from "./Output.js"
 import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Serve from "./Serve.js"
+import { VERSION } from "../config/Version.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
 // database driver and no HTTP stack, and a CLI command no server.
@@ -104,6 +106,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
   Command.withSubcommands([
     serve,
     migrate,
+    DataCli.command,
     accounts,
     keys,
     AccountsCli.subscriptions,
@@ -119,7 +122,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
 /** The command tree, as `crm-relay help` shows it. */
 export const commands: Help.Node = Help.tree(root)
 
-const runCommand = Command.run(root, { name: "crm-relay", version: "0.1.0" })
+const runCommand = Command.run(root, { name: "crm-relay", version: VERSION })
 
 /**
  * Runs the CLI on `argv` (as `process.argv`). Help (`--help`, `-h`, `help

@@ -143,6 +143,27 @@ const flagsOf = (options: unknown): ReadonlyArray<Flag> => {
   }
 }
 
+/** The positional arguments of an @effect/cli `Args` value, shown as options named in capitals (`FILE`). */
+const argsOf = (args: unknown): ReadonlyArray<Flag> => {
+  switch (tag(args)) {
+    case "Single":
+      return [{
+        names: [text(field(args, "name")).toUpperCase()],
+        value: undefined,
+        optional: false,
+        repeated: false,
+        fallback: undefined,
+        description: docText(field(args, "description"))
+      }]
+    case "Map":
+      return argsOf(field(args, "args"))
+    case "Both":
+      return [...argsOf(field(args, "left")), ...argsOf(field(args, "right"))]
+    default:
+      return []
+  }
+}
+
 const nodeOf = (descriptor: unknown): Node => {
   switch (tag(descriptor)) {
     case "Map":
@@ -156,7 +177,7 @@ const nodeOf = (descriptor: unknown): Node => {
       return {
         name: text(field(descriptor, "name")),
         description: docText(field(descriptor, "description")),
-        flags: flagsOf(field(descriptor, "options")),
+        flags: [...argsOf(field(descriptor, "args")), ...flagsOf(field(descriptor, "options"))],
         children: []
       }
   }

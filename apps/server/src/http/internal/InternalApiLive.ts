@@ -9,6 +9,7 @@ import { Database, Migrations } from "@crm-relay/store"
 import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { AdminAuth, InternalApi, NotReady, unknownAccount } from "@crm-relay/contract/InternalApi"
+import * as BackupStream from "./BackupStream.js"
 import * as CallsApiLive from "./CallsApiLive.js"
 import * as ConnectionsApiLive from "./ConnectionsApiLive.js"
 import * as DeliveriesApiLive from "./DeliveriesApiLive.js"
@@ -76,12 +77,15 @@ const KeysLive = HttpApiBuilder.group(InternalApi, "keys", (handlers) =>
 const OperationsLive = HttpApiBuilder.group(InternalApi, "operations", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return handlers.handle("migrate", () =>
-      Migrations.run().pipe(
-        Effect.map((applied) => ({ applied: applied.map(([id, name]) => ({ id, name })) })),
-        Effect.provideService(SqlClient.SqlClient, sql),
-        Effect.orDie
-      ))
+    const info = yield* Database.DatabaseInfo
+    return handlers
+      .handle("migrate", () =>
+        Migrations.run().pipe(
+          Effect.map((applied) => ({ applied: applied.map(([id, name]) => ({ id, name })) })),
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.orDie
+        ))
+      .handleRaw("backup", () => BackupStream.response(sql, info))
   }))
 
 const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
