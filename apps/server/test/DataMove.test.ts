@@ -152,11 +152,13 @@ describe("the data's whole life", () => {
         expect(yield* second.server.terminate).toBe(0)
       }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
 
-    it.effect("Move: `db move --to postgres://…` carries accounts, keys, subscriptions, sealed credentials and pending work; the server on PostgreSQL goes on", () =>
-      Effect.gen(function*() {
+    it.effect("Move: `db move --to postgres://…` carries accounts, keys, subscriptions, sealed credentials and pending work; the server on PostgreSQL goes on", (context) => {
+      // The target is a PostgreSQL server: this runs when the suite has one (DATABASE_URL, CI's second
+      // pass), and is reported as skipped, not passed, without one.
+      if (process.env["DATABASE_URL"] === undefined) context.skip()
+      return Effect.gen(function*() {
         const db = yield* TestDatabase.TestDatabase
-        // The target is a PostgreSQL server: this runs when the suite has one (DATABASE_URL).
-        if (Option.isNone(db.url)) return
+        if (Option.isNone(db.url)) return yield* Effect.dieMessage("DATABASE_URL is set but the suite's database is not PostgreSQL")
         const { base, bridge, dir, hooks } = yield* fixture
         const dataDir = Path.join(dir, "embedded")
         const first = yield* started({ ...base, DATA_DIR: dataDir, ROLE: "api" })
@@ -219,6 +221,7 @@ describe("the data's whole life", () => {
           expect(((yield* adminRequest(second.admin, "GET", `/v1/accounts/${a.id}/signing-secret`)).json as Json)["secret"]).toBe(a.secret)
         }
         expect(yield* second.server.terminate).toBe(0)
-      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
+      }).pipe(Effect.scoped)
+    }, PROCESS_TEST_TIMEOUT)
   })
 })
