@@ -22,6 +22,7 @@ const explain = (error: Failure): Option.Option<string> => {
       return Option.none()
     case "AdminError":
     case "DataDirInUse":
+    case "DataDirError":
     case "MasterKeyError":
     case "VaultError":
       return Option.some(error.message)
