@@ -6,18 +6,18 @@
  * call delivered to a loopback HTTPS receiver, and the refusals an operator
  * meets first: a DATA_DIR it cannot write, a port already taken.
  */
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { TestDatabase } from "@crm-relay/store"
 import { Certificate, WebhookReceiver } from "@crm-relay/testing"
 import { Effect, Option, Redacted, Schedule } from "effect"
 import { execFileSync } from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { PROCESS_TEST_TIMEOUT, SERVE_START_BOUND } from "./support/Cli.js"
-import { emptyFolderWithExecutable, release, ROOT, run, serve } from "./support/Release.js"
+import { emptyFolderWithExecutable, release, RELEASE, ROOT, run, serve } from "./support/Release.js"
 import { roundTrip } from "./support/RoundTrip.js"
 import { tempDir } from "./support/TempDir.js"
 
@@ -41,6 +41,32 @@ const serveAndRoundTrip = (folder: string, dataDir: string, env: Record<string, 
   }))
 
 describe("the release's executable (npm run release)", () => {
+  it("release/ holds the tarball (the executable and a short README), SHA256SUMS that verify, and a CycloneDX SBOM of what it carries", () => {
+    Effect.runSync(release)
+    const name = "crm-relay-0.1.0-linux-x64"
+    const listed = execFileSync("tar", ["-tzf", Path.join(RELEASE, `${name}.tar.gz`)], { encoding: "utf8" }).trim().split("\n").sort()
+    expect(listed).toEqual([`${name}/`, `${name}/README.md`, `${name}/crm-relay`])
+    const sums = Fs.readFileSync(Path.join(RELEASE, "SHA256SUMS"), "utf8").trim().split("\n")
+    expect(sums.map((line) => line.split("  ")[1]).sort()).toEqual([`${name}.cdx.json`, `${name}.tar.gz`, "crm-relay"].sort())
+    for (const line of sums) {
+      const [sum, file] = line.split("  ") as [string, string]
+      expect(createHash("sha256").update(Fs.readFileSync(Path.join(RELEASE, file))).digest("hex")).toBe(sum)
+    }
+    const sbom = JSON.parse(Fs.readFileSync(Path.join(RELEASE, `${name}.cdx.json`), "utf8")) as {
+      bomFormat: string
+      specVersion: string
+      components: ReadonlyArray<{ name: string; version: string; purl: string; licenses: ReadonlyArray<{ expression: string }> }>
+    }
+    expect(sbom.bomFormat).toBe("CycloneDX")
+    const component = (name: string) => sbom.components.find((c) => c.name === name)
+    // Node itself, the one the executable is built from (the pinned Node that runs the tests).
+    expect(component("node")?.version).toBe(process.version.slice(1))
+    expect(component("effect")).toMatchObject({ version: "3.22.4", purl: "pkg:npm/effect@3.22.4", licenses: [{ expression: "MIT" }] })
+    expect(component("@electric-sql/pglite")).toMatchObject({ purl: "pkg:npm/%40electric-sql/pglite@0.5.14", licenses: [{ expression: "Apache-2.0" }] })
+    // Only what the executable carries: no build tool, no test library.
+    for (const absent of ["esbuild", "vitest", "typescript", "postject"]) expect(component(absent)).toBeUndefined()
+  }, PROCESS_TEST_TIMEOUT)
+
   // Real time: the test waits on a process and the network, never on the TestClock.
   layer(TestDatabase.layer, { timeout: PROCESS_TEST_TIMEOUT, excludeTestServices: true })((it) => {
     it.scoped("runs alone from an empty folder with no Node: --version, --help, serve with a signed delivery, the CLI, SIGTERM", () =>
