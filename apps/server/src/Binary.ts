@@ -23,6 +23,7 @@ const explain = (error: Failure): Option.Option<string> => {
     case "AdminError":
     case "DataDirInUse":
     case "DataDirError":
+    case "AdminTokenRequired":
     case "MasterKeyError":
     case "VaultError":
       return Option.some(error.message)

@@ -41,8 +41,8 @@ const serveAndRoundTrip = (folder: string, dataDir: string, env: Record<string, 
   }))
 
 describe("the release's executable (npm run release)", () => {
-  it("release/ holds the tarball (the executable and a short README), SHA256SUMS that verify, and a CycloneDX SBOM of what it carries", () => {
-    Effect.runSync(release)
+  it.live("release/ holds the tarball (the executable and a short README), SHA256SUMS that verify, and a CycloneDX SBOM of what it carries", () => Effect.gen(function*() {
+    yield* release
     const name = "crm-relay-0.1.0-linux-x64"
     const listed = execFileSync("tar", ["-tzf", Path.join(RELEASE, `${name}.tar.gz`)], { encoding: "utf8" }).trim().split("\n").sort()
     expect(listed).toEqual([`${name}/`, `${name}/README.md`, `${name}/crm-relay`])
@@ -65,7 +65,7 @@ describe("the release's executable (npm run release)", () => {
     expect(component("@electric-sql/pglite")).toMatchObject({ purl: "pkg:npm/%40electric-sql/pglite@0.5.14", licenses: [{ expression: "Apache-2.0" }] })
     // Only what the executable carries: no build tool, no test library.
     for (const absent of ["esbuild", "vitest", "typescript", "postject"]) expect(component(absent)).toBeUndefined()
-  }, PROCESS_TEST_TIMEOUT)
+  }), PROCESS_TEST_TIMEOUT)
 
   // Real time: the test waits on a process and the network, never on the TestClock.
   layer(TestDatabase.layer, { timeout: PROCESS_TEST_TIMEOUT, excludeTestServices: true })((it) => {
@@ -92,6 +92,12 @@ describe("the release's executable (npm run release)", () => {
         const unwritable = yield* run(folder, ["serve"], { DATA_DIR: Path.join(locked, "data"), MASTER_KEY: masterKey, ADMIN_TOKEN: "x".repeat(32) })
         expect(unwritable.code).toBe(1)
         expect(unwritable.stderr.trim()).toMatch(new RegExp(`^DATA_DIR ${Path.join(locked, "data")} cannot be written by [^\\n]+\\.$`))
+        // …an internal API bound beyond loopback with no ADMIN_TOKEN (only DATA_DIR would hold a generated one)…
+        const open = yield* run(folder, ["serve"], { DATA_DIR: Path.join(folder, "open"), ADMIN_HOST: "0.0.0.0", MASTER_KEY: masterKey })
+        expect(open.code).toBe(1)
+        expect(open.stderr.trim()).toBe(
+          "ADMIN_TOKEN must be set: ADMIN_HOST is 0.0.0.0, so the internal API is reachable from other hosts, and a token generated into DATA_DIR is not one their operators were given."
+        )
         // …and a port already taken.
         const taken = yield* Effect.acquireRelease(
           Effect.async<Net.Server>((resume) => {
@@ -118,7 +124,7 @@ describe("the release's executable (npm run release)", () => {
         }
         // It wrote only under its DATA_DIRs (and nothing in the folder it was started from, or on PATH).
         expect(Fs.readdirSync(folder).sort()).toEqual(
-          ["busy", "ca.pem", "crm-relay", "data", ...(Option.isSome(db.url) ? ["data-postgres"] : []), "empty-path", "locked"].sort()
+          ["busy", "ca.pem", "crm-relay", "data", ...(Option.isSome(db.url) ? ["data-postgres"] : []), "empty-path", "locked", "open"].sort()
         )
         expect(Fs.readdirSync(Path.join(folder, "empty-path"))).toEqual([])
         expect(Fs.readdirSync(locked)).toEqual([])
