@@ -12,13 +12,48 @@ import * as Path from "node:path"
 export const ROOT = Path.join(import.meta.dirname, "..", "..", "..", "..")
 export const RELEASE = Path.join(ROOT, "release")
 
-/** Builds the release through Nx (the build first). */
-export const release = Effect.sync(() => {
-  ChildProcess.execFileSync(process.execPath, [Path.join(ROOT, "node_modules", ".bin", "nx"), "run", "@crm-relay/server:release", "--outputStyle=stream"], {
-    cwd: ROOT,
-    stdio: "inherit"
+/** `command ...args`, its output on the test's own; dies when it fails. Never blocks the worker (vitest talks to it meanwhile). */
+export const exec = (command: string, args: ReadonlyArray<string>, cwd = ROOT): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const child = ChildProcess.spawn(command, args, { cwd, stdio: ["ignore", "inherit", "inherit"] })
+    child.on("exit", (code) => resume(code === 0 ? Effect.void : Effect.dieMessage(`${command} ${args.join(" ")} failed (${code})`)))
+    return Effect.sync(() => child.kill("SIGKILL"))
   })
-})
+
+const lockFile = Path.join(ROOT, "release.lock")
+const lockHolderAlive = (): boolean => {
+  try {
+    process.kill(Number(Fs.readFileSync(lockFile, "utf8")), 0)
+    return true
+  } catch {
+    return false
+  }
+}
+/** Holds the release's lock for the effect: the release and image tests run in parallel workers, and one release writes release/ at a time. */
+const withLock = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.acquireUseRelease(
+    Effect.async<void>((resume) => {
+      const attempt = (): void => {
+        try {
+          Fs.writeFileSync(lockFile, String(process.pid), { flag: "wx" })
+          resume(Effect.void)
+        } catch {
+          // A holder that died (SIGKILL) leaves its lock behind: taken over.
+          if (!lockHolderAlive()) Fs.rmSync(lockFile, { force: true })
+          timer = setTimeout(attempt, 200)
+        }
+      }
+      let timer = setTimeout(attempt, 0)
+      return Effect.sync(() => clearTimeout(timer))
+    }),
+    () => effect,
+    () => Effect.sync(() => Fs.rmSync(lockFile, { force: true }))
+  )
+
+/** Builds the release through Nx (the build first; cached when nothing changed). */
+export const release: Effect.Effect<void> = withLock(
+  exec(process.execPath, [Path.join(ROOT, "node_modules", ".bin", "nx"), "run", "@crm-relay/server:release", "--outputStyle=stream"])
+)
 
 /** The user the executable runs as: nobody when the tests run as root, else the tests' own. */
 export const user: { readonly uid: number; readonly gid: number } | undefined = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : undefined
