@@ -23,10 +23,10 @@ export const executable = (): Executable | undefined =>
   (globalThis as { readonly [KEY]?: Executable })[KEY]
 
 /** The carried files whose names start with `prefix`, by their name without it; undefined outside an executable. */
-export const files = (prefix: string): ReadonlyMap<string, Uint8Array> | undefined => {
+export const files = (prefix: string): ReadonlyMap<string, Uint8Array<ArrayBuffer>> | undefined => {
   const carrier = executable()
   if (carrier === undefined) return undefined
-  const found = new Map<string, Uint8Array>()
+  const found = new Map<string, Uint8Array<ArrayBuffer>>()
   for (const name of carrier.names()) {
     const bytes = name.startsWith(prefix) ? carrier.asset(name) : undefined
     if (bytes !== undefined) found.set(name.slice(prefix.length), new Uint8Array(bytes))
