@@ -7,7 +7,8 @@
  * WebAssembly and data files next to its own module, and it is imported only
  * when the embedded database opens. `crm-relay serve` alone runs a build of
  * its own, `dist/serve.js`: one script, whose compiled code the binary keeps
- * between runs (see serveScript).
+ * between runs (see serveScript); `dist/cli.js` is every command as one such
+ * script, for the single executable (release.ts).
  *
  * The build replaces `dist/` in place, file by file (each written beside
  * itself, then renamed over), entry point last, and removes stale files at
@@ -240,7 +241,9 @@ const lazyScalarPage: esbuild.Plugin = {
  */
 const serveScript = await esbuild.build({
   ...bundled,
-  entryPoints: { serve: "src/serve.ts" },
+  // cli.js: every command (src/main.ts) as one script of the same shape, for the single executable
+  // (release.ts), which has no file system to load chunks from. bin/crm-relay.js never runs it.
+  entryPoints: { serve: "src/serve.ts", cli: "src/main.ts" },
   outdir,
   format: "esm",
   plugins: [deepImports, builtinsByRequire(true), pgliteByRequire, lazyScalarPage, lazyCommonJs],
@@ -256,8 +259,9 @@ for (const [file, output] of Object.entries(serveScript.metafile.outputs)) {
     throw new Error(`${file} must be a script, but imports ${JSON.stringify(modular)} and exports ${JSON.stringify(output.exports)}`)
   }
 }
-const serveText = serveScript.outputFiles.find((output) => output.path.endsWith(".js"))?.text ?? ""
-if (serveText.includes("import.meta")) throw new Error("dist/serve.js must be a script, but uses import.meta")
+for (const output of serveScript.outputFiles) {
+  if (output.path.endsWith(".js") && output.text.includes("import.meta")) throw new Error(`${output.path} must be a script, but uses import.meta`)
+}
 
 const placed = new Set<string>()
 /** Writes `file` whole or not at all: a reader never sees it half written. */

@@ -22,6 +22,8 @@ const explain = (error: Failure): Option.Option<string> => {
       return Option.none()
     case "AdminError":
     case "DataDirInUse":
+    case "DataDirError":
+    case "AdminTokenRequired":
     case "MasterKeyError":
     case "VaultError":
       return Option.some(error.message)

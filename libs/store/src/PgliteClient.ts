@@ -19,6 +19,7 @@ import * as Statement from "@effect/sql/Statement"
 import type { PGlite, Results } from "@electric-sql/pglite"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
 import { parserFor, prepareValue } from "./internal/valueTypes.js"
+import * as Carried from "./Carried.js"
 import * as DataDirLock from "./DataDirLock.js"
 import * as V8Flags from "./V8Flags.js"
 
@@ -162,6 +163,21 @@ const baselineWasmOnly = (): void => {
  */
 const startParams = (defaults: ReadonlyArray<string>): Array<string> => [...defaults, "-c", "shared_buffers=16MB"]
 
+/**
+ * PGlite's WebAssembly and data when the executable carries them (PGlite
+ * would look for them beside its own module, on disk); nothing otherwise.
+ */
+const Wasm = (globalThis as unknown as { readonly WebAssembly: { readonly compile: (bytes: Uint8Array) => Promise<WebAssembly.Module> } }).WebAssembly
+const carriedFiles = async () => {
+  const files = Carried.files("pglite/")
+  const pglite = files?.get("pglite.wasm")
+  const initdb = files?.get("initdb.wasm")
+  const data = files?.get("pglite.data")
+  if (pglite === undefined || initdb === undefined || data === undefined) return {}
+  const [pgliteWasmModule, initdbWasmModule] = await Promise.all([Wasm.compile(pglite), Wasm.compile(initdb)])
+  return { pgliteWasmModule, initdbWasmModule, fsBundle: new Blob([data]) }
+}
+
 /** Opens PGlite in memory or in `dataDir` (taking its lock), closed with the scope. */
 export const open = (options: {
   readonly dataDir?: string | undefined
@@ -174,8 +190,9 @@ export const open = (options: {
     const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
     return yield* Effect.acquireRelease(
       Effect.tryPromise({
-        try: () =>
+        try: async () =>
           PGlite.create({
+            ...(await carriedFiles()),
             startParams: startParams(PGlite.defaultStartParams),
             ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
             ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {})

@@ -15,8 +15,10 @@
  * through /usr/bin/time when the machine has it), the RSS of the idle server
  * `--idle-ms` after it is ready, the ratios to a bare Node start, and
  * whether each case meets its goal (issue 9's table).
- * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead.
- * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`) runs
+ * `--bin` measures another checkout's `apps/server/bin/crm-relay.js` instead,
+ * or the release's single executable (`--bin release/crm-relay`: any path
+ * not ending in .js runs as a program of its own, without this Node).
+ * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`, or an executable) runs
  * every crm-relay case with that build too, on a data directory and a schema
  * of its own, the two builds' order flipping every round, and prints this
  * build against it: on a machine whose speed drifts, only builds measured in
@@ -82,13 +84,20 @@ const counted = (instructions: number): Sample => ({
   instructions
 })
 
+/**
+ * How to start `args`: a script (`….js`, or Node's own options) with this Node; anything else (the
+ * release's single executable: `--bin release/crm-relay`, `--baseline …`) is a program of its own.
+ */
+const startOf = (args: ReadonlyArray<string>): readonly [string, ReadonlyArray<string>] =>
+  args[0] === undefined || args[0].startsWith("-") || args[0].endsWith(".js") ? [process.execPath, args] : [args[0], args.slice(1)]
+
 /** Where callgrind writes its counts (`--instructions`): one file per process, and per dump. */
 const callgrindDir = INSTRUCTIONS ? Fs.mkdtempSync(Path.join(Os.tmpdir(), "crm-relay-callgrind-")) : ""
 
 /** `valgrind` with callgrind, writing its counts for process PID to `callgrindDir/cg.PID` (`.N` for a dump). */
 const underCallgrind = (argv: ReadonlyArray<string>): [string, Array<string>] => [
   "valgrind",
-  ["--tool=callgrind", `--callgrind-out-file=${Path.join(callgrindDir, "cg.%p")}`, process.execPath, ...argv]
+  ["--tool=callgrind", `--callgrind-out-file=${Path.join(callgrindDir, "cg.%p")}`, ...startOf(argv).flat()]
 ]
 
 /** The instructions callgrind counted for `pid`: in its dump `part` (1: the first), or at its exit (0). */
@@ -100,6 +109,7 @@ const instructionsOf = (pid: number, part: number): number => {
 }
 
 const hasTime = Fs.existsSync(TIME)
+
 
 const statusKiB = (pid: number, field: "VmHWM" | "VmRSS"): number =>
   Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(Fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN)
@@ -120,8 +130,8 @@ const runToEnd = (args: ReadonlyArray<string>, env: Record<string, string>, coun
     const [command, argv] = count
       ? underCallgrind(args)
       : hasTime
-      ? [TIME, ["-f", "%M %U %S", process.execPath, ...args]]
-      : [process.execPath, [...args]]
+      ? [TIME, ["-f", "%M %U %S", ...startOf(args).flat()]]
+      : startOf(args)
     const started = performance.now()
     const child = ChildProcess.spawn(command, argv, { env, stdio: ["ignore", "ignore", "pipe"] })
     let stderr = ""
@@ -177,7 +187,7 @@ const serveUntilReady = (bin: string, env: Record<string, string>, count = INSTR
   Effect.gen(function*() {
     const adminPort = yield* freePort
     const started = performance.now()
-    const [command, argv] = count ? underCallgrind([bin, "serve"]) : [process.execPath, [bin, "serve"]]
+    const [command, argv] = count ? underCallgrind([bin, "serve"]) : startOf([bin, "serve"])
     const child = ChildProcess.spawn(command, argv, {
       env: { ...env, ADMIN_PORT: String(adminPort), PORT: "0", PORTAL_PORT: "0", LOG_LEVEL: count ? "Info" : "Warning" },
       stdio: ["ignore", count ? "pipe" : "ignore", "pipe"]

@@ -6,6 +6,7 @@
 import { Command, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Console, type Context, Effect, Option, Redacted } from "effect"
+import * as Executable from "../Executable.js"
 import type * as Admin from "./AdminOperations.js"
 import * as AccountsCli from "./AccountsCli.js"
 import * as BridgeCli from "./BridgeCli.js"
@@ -18,7 +19,6 @@ import { json, print } from "./Output.js"
 import * as PortalCli from "./PortalCli.js"
 import * as PushesCli from "./PushesCli.js"
 import * as Serve from "./Serve.js"
-import { VERSION } from "../config/Version.js"
 
 // A command loads its code when it runs (a chunk of the build of its own): `--help` loads no
 // database driver and no HTTP stack, and a CLI command no server.
@@ -122,7 +122,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
 /** The command tree, as `crm-relay help` shows it. */
 export const commands: Help.Node = Help.tree(root)
 
-const runCommand = Command.run(root, { name: "crm-relay", version: VERSION })
+const runCommand = Command.run(root, { name: "crm-relay", version: Executable.versionLine() })
 
 /**
  * Runs the CLI on `argv` (as `process.argv`). Help (`--help`, `-h`, `help

@@ -9,6 +9,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as CodeCache from "../config/CodeCache.js"
+import * as DataDir from "../config/DataDir.js"
 import * as Heap from "../config/Heap.js"
 import * as Settings from "../config/Settings.js"
 import * as Logging from "../observability/Logging.js"
@@ -34,6 +35,7 @@ const afterStart: Effect.Effect<void> = Effect.zipRight(CodeCache.save, Heap.rel
 /** Serves until interrupted (SIGTERM, SIGINT); fails when the settings, the database or a listener does. */
 export const serve = Effect.gen(function*() {
   const settings = yield* Settings.Settings
+  yield* DataDir.ensureWritable(settings.dataDir)
   // Before the server's code loads: its start-up is the first burst of allocation.
   const heap = yield* Heap.bound(settings.heap)
   const Server = yield* Effect.promise(() => import("../http/Server.js"))

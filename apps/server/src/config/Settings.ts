@@ -23,7 +23,7 @@ export const table: ReadonlyArray<Setting> = [
   {
     name: "ADMIN_HOST",
     default: "127.0.0.1",
-    description: "Interface the internal API binds to; keep it private.",
+    description: "Interface the internal API binds to; keep it private. Beyond loopback (0.0.0.0 in the container image), serve refuses to start without ADMIN_TOKEN.",
     secret: false
   },
   {

@@ -254,7 +254,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
 export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) =>
   Layer.unwrapEffect(
     Effect.map(Effect.all([
-      AdminToken.resolve(settings.adminToken, settings.dataDir),
+      Effect.zipRight(AdminToken.requireForHost(settings.adminToken, settings.adminHost), AdminToken.resolve(settings.adminToken, settings.dataDir)),
       MasterKey.resolve(settings),
       PublicEdge.resolve(settings.publicEdge)
     ]), ([adminToken, masterKeys, edge]) =>

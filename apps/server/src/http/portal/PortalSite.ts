@@ -11,6 +11,7 @@ import { Clock, Effect, Option, Redacted } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as Executable from "../../Executable.js"
 import { PortalSessions } from "./PortalSessions.js"
 
 /** Headers of every answer of the portal's listener. */
@@ -79,6 +80,18 @@ const load = (root: string): Map<string, Asset> => {
   return assets
 }
 
+/** The page's files the executable carries (`portal/…`), when this process is one. */
+const carried = (): Map<string, Asset> | undefined => {
+  const files = Executable.files("portal/")
+  if (files === undefined) return undefined
+  const assets = new Map<string, Asset>()
+  for (const [name, body] of files) {
+    const type = TYPES[Path.extname(name)]
+    if (type !== undefined) assets.set(`/${name}`, { body, type })
+  }
+  return assets
+}
+
 const NOT_BUILT = "The Integrations area's page has not been built: run `npm run build`, then restart crm-relay."
 
 /** The session cookie for `token`: HttpOnly, SameSite=Strict, Secure when the page is served over HTTPS. */
@@ -90,7 +103,8 @@ export const routes = (options: { readonly assetsDir: Option.Option<string>; rea
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function*() {
       const sessions = yield* PortalSessions
-      const assets = Option.match(options.assetsDir, { onNone: () => new Map<string, Asset>(), onSome: load })
+      // The executable's own copy first: it has no build beside it on disk.
+      const assets = carried() ?? Option.match(options.assetsDir, { onNone: () => new Map<string, Asset>(), onSome: load })
       const index = assets.get("/index.html")
       if (index === undefined) yield* Effect.logWarning(NOT_BUILT)
 
