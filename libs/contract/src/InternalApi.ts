@@ -58,6 +58,17 @@ export const CreatedKey = Schema.Struct({
 /** A migration applied by POST /v1/migrations. */
 export const AppliedMigration = Schema.Struct({ id: Schema.Int, name: Schema.String })
 
+/** A migration recorded in the database, with when it was applied. */
+export const RecordedMigration = Schema.Struct({ id: Schema.Int, name: Schema.String, applied_at: Schema.String })
+
+/** GET /v1/migrations: what the database holds against what this build knows. */
+export const MigrationStatus = Schema.Struct({
+  applied: Schema.Array(RecordedMigration),
+  pending: Schema.Array(AppliedMigration),
+  /** Recorded but unknown to this build: written by a newer release. */
+  unknown: Schema.Array(RecordedMigration)
+}).annotations({ identifier: "MigrationStatus" })
+
 const ok = Schema.Struct({ status: Schema.Literal("ok") })
 const ready = Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("postgres", "pglite") })
 
@@ -89,11 +100,12 @@ export class KeysGroup extends HttpApiGroup.make("keys")
   .middleware(AdminAuth)
 {}
 
-/** Operations: migrations (already run at start; idempotent). */
+/** Operations: migrations (already run at start; idempotent) and what is applied, pending or unknown. */
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(
     HttpApiEndpoint.post("migrate", "/v1/migrations").addSuccess(Schema.Struct({ applied: Schema.Array(AppliedMigration) }))
   )
+  .add(HttpApiEndpoint.get("migrationStatus", "/v1/migrations").addSuccess(MigrationStatus))
   .middleware(AdminAuth)
 {}
 

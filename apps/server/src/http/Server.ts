@@ -244,8 +244,12 @@ export const layerWithDatabase = (options: ServeOptions) => {
 }
 
 /** The whole server from its settings. */
-export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) =>
-  Layer.unwrapEffect(
+export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) => {
+  // Opened and checked first: a database a newer release migrated is refused before any file is written.
+  const database = Migrations.guard(
+    Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
+  )
+  return Layer.unwrapEffect(
     Effect.map(Effect.all([
       AdminToken.resolve(settings.adminToken, settings.dataDir),
       MasterKey.resolve(settings),
@@ -263,11 +267,11 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         masterKeys,
         edge,
         lifecycle: settings.lifecycle
-      }).pipe(
-        Layer.provideMerge(
-          Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
-        ),
-        // Set before anything is built, so every fiber of the server (requests, workers) samples.
-        Layer.provide(TraceSampling.layer(TraceSampling.recordedShare(settings.tracing)))
-      ))
+      })
+    )
+  ).pipe(
+    Layer.provideMerge(database),
+    // Set before anything is built, so every fiber of the server (requests, workers) samples.
+    Layer.provide(TraceSampling.layer(TraceSampling.recordedShare(settings.tracing)))
   )
+}

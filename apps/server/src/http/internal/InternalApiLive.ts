@@ -81,7 +81,8 @@ const OperationsLive = HttpApiBuilder.group(InternalApi, "operations", (handlers
         Effect.map((applied) => ({ applied: applied.map(([id, name]) => ({ id, name })) })),
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.orDie
-      ))
+      )).handle("migrationStatus", () =>
+        Migrations.status().pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie))
   }))
 
 const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
