@@ -38,9 +38,14 @@ export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/se
 /** The 404 of the routes under /v1/accounts/{id} when no account has that id. */
 export const unknownAccount = () => new Events.NotFound({ error: "No account with this id exists." })
 
-/** 503 from /readyz: the server is starting or stopping, or the database does not answer. */
+/** 503 from /readyz: the server is starting or stopping, the database does not answer, or the embedded database's disk is full. */
 export class NotReady extends Schema.TaggedError<NotReady>()("NotReady", { error: Schema.String }) {
-  static readonly wire = Events.errorObject(this, 503, "Not ready: the server is starting (not every listener is up) or stopping, or the database does not answer.", "NotReadyError")
+  static readonly wire = Events.errorObject(
+    this,
+    503,
+    "Not ready: the server is starting (not every listener is up) or stopping, the database does not answer, or the embedded database's disk is full.",
+    "NotReadyError"
+  )
 }
 
 /** POST /v1/accounts body: `mode` defaults to `live`. */
