@@ -6,8 +6,7 @@
  * the script the binary caches the compiled code of; see bin/crm-relay.js).
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Migrations from "@crm-relay/store/Migrations"
-import { Cause, Console, Effect, Exit, Option } from "effect"
+import { Cause, Console, Effect, Exit, Option, Predicate } from "effect"
 import { AdminError, UsageError } from "./cli/AdminError.js"
 import type * as Cli from "./cli/Cli.js"
 import * as Logging from "./observability/Logging.js"
@@ -48,7 +47,8 @@ const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   return Option.match(Cause.failureOption(exit.cause), {
     onNone: () => 1,
     onSome: (error) =>
-      error instanceof UsageError || error instanceof Migrations.UnknownMigrations ||
+      // By tag: main.js loads no part of the store before a command runs.
+      error instanceof UsageError || Predicate.isTagged(error, "UnknownMigrations") ||
         (error instanceof AdminError && error.invalid === true)
         ? 2
         : 1
