@@ -6,7 +6,7 @@
  * the script the binary caches the compiled code of; see bin/crm-relay.js).
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit, Option } from "effect"
+import { Cause, Console, Effect, Exit, Option, Predicate } from "effect"
 import { AdminError, UsageError } from "./cli/AdminError.js"
 import type * as Cli from "./cli/Cli.js"
 import * as Logging from "./observability/Logging.js"
@@ -26,6 +26,7 @@ const explain = (error: Failure): Option.Option<string> => {
     case "AdminTokenRequired":
     case "MasterKeyError":
     case "VaultError":
+    case "UnknownMigrations":
       return Option.some(error.message)
     case "ServeError":
       return Option.some(`Could not listen: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}.`)
@@ -40,13 +41,19 @@ const explain = (error: Failure): Option.Option<string> => {
 
 /**
  * Exit codes: 0 done; 2 the request was refused (a usage error, an invalid
- * value, an unknown id: the operator's to fix); 1 anything else failed.
+ * value, an unknown id, a database a newer release migrated: the operator's
+ * to fix); 1 anything else failed.
  */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   if (Exit.isSuccess(exit) || Cause.isInterruptedOnly(exit.cause)) return 0
   return Option.match(Cause.failureOption(exit.cause), {
     onNone: () => 1,
-    onSome: (error) => error instanceof UsageError || (error instanceof AdminError && error.invalid === true) ? 2 : 1
+    onSome: (error) =>
+      // By tag: main.js loads no part of the store before a command runs.
+      error instanceof UsageError || Predicate.isTagged(error, "UnknownMigrations") ||
+        (error instanceof AdminError && error.invalid === true)
+        ? 2
+        : 1
   })
 }
 

@@ -39,9 +39,14 @@ export class AdminAuth extends HttpApiMiddleware.Tag<AdminAuth>()("@crm-relay/se
 /** The 404 of the routes under /v1/accounts/{id} when no account has that id. */
 export const unknownAccount = () => new Events.NotFound({ error: "No account with this id exists." })
 
-/** 503 from /readyz: the server is starting or stopping, or the database does not answer. */
+/** 503 from /readyz: the server is starting or stopping, the database does not answer, or the embedded database's disk is full. */
 export class NotReady extends Schema.TaggedError<NotReady>()("NotReady", { error: Schema.String }) {
-  static readonly wire = Events.errorObject(this, 503, "Not ready: the server is starting (not every listener is up) or stopping, or the database does not answer.", "NotReadyError")
+  static readonly wire = Events.errorObject(
+    this,
+    503,
+    "Not ready: the server is starting (not every listener is up) or stopping, the database does not answer, or the embedded database's disk is full.",
+    "NotReadyError"
+  )
 }
 
 /** POST /v1/accounts body: `mode` defaults to `live`. */
@@ -58,6 +63,17 @@ export const CreatedKey = Schema.Struct({
 
 /** A migration applied by POST /v1/migrations. */
 export const AppliedMigration = Schema.Struct({ id: Schema.Int, name: Schema.String })
+
+/** A migration recorded in the database, with when it was applied. */
+export const RecordedMigration = Schema.Struct({ id: Schema.Int, name: Schema.String, applied_at: Schema.String })
+
+/** GET /v1/migrations: what the database holds against what this build knows. */
+export const MigrationStatus = Schema.Struct({
+  applied: Schema.Array(RecordedMigration),
+  pending: Schema.Array(AppliedMigration),
+  /** Recorded but unknown to this build: written by a newer release. */
+  unknown: Schema.Array(RecordedMigration)
+}).annotations({ identifier: "MigrationStatus" })
 
 const ok = Schema.Struct({ status: Schema.Literal("ok") })
 const ready = Schema.Struct({ status: Schema.Literal("ready"), database: Schema.Literal("postgres", "pglite") })
@@ -95,7 +111,7 @@ export class KeysGroup extends HttpApiGroup.make("keys")
   .annotate(OpenApi.Description, "Integration keys by id.")
 {}
 
-/** Operations: migrations (already run at start; idempotent) and backups. */
+/** Operations: migrations (already run at start; idempotent), what is applied, pending or unknown, and backups. */
 export class OperationsGroup extends HttpApiGroup.make("operations")
   .add(
     HttpApiEndpoint.post("migrate", "/v1/migrations")
@@ -113,6 +129,11 @@ export class OperationsGroup extends HttpApiGroup.make("operations")
           "when the server holds the embedded database. A failure half-way ends the body early: the file then has no " +
           "manifest and is refused whole."
       )
+  )
+  .add(
+    HttpApiEndpoint.get("migrationStatus", "/v1/migrations")
+      .annotate(OpenApi.Summary, "List applied, pending and unknown database migrations")
+      .addSuccess(MigrationStatus)
   )
   .middleware(AdminAuth)
   .annotate(OpenApi.Description, "Database schema migrations.")

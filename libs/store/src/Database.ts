@@ -7,6 +7,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { DataDirInUse } from "./DataDirLock.js"
 import { pgTypes } from "./internal/valueTypes.js"
@@ -93,3 +94,37 @@ export const ping = (
     }),
     Effect.withSpan("Database.ping")
   )
+
+/**
+ * Below this much free space the embedded database's disk counts as full:
+ * PostgreSQL grows its write-ahead log a 16 MiB segment at a time.
+ */
+export const MIN_FREE_BYTES = 16 * 1024 * 1024
+
+/**
+ * Why the embedded database cannot write, when its disk is full: for
+ * `/readyz`. PGlite keeps running on a full disk (a write fails with "No
+ * space left on device", reads still answer), so `ping` alone would say
+ * ready. None on PostgreSQL (its server watches its own disk) or when the
+ * space cannot be read.
+ */
+export const diskFull: Effect.Effect<Option.Option<string>, never, DatabaseInfo> = Effect.flatMap(
+  DatabaseInfo,
+  (info) =>
+    info.kind !== "pglite"
+      ? Effect.succeedNone
+      : Effect.tryPromise(() => Fs.statfs(info.location)).pipe(
+        Effect.map((stats) => {
+          const free = stats.bavail * stats.bsize
+          return free >= MIN_FREE_BYTES
+            ? Option.none()
+            : Option.some(
+              `The disk of the embedded database is full (${mib(free)} MiB free, it needs ${mib(MIN_FREE_BYTES)} MiB): ` +
+                "writes fail until space is freed where DATA_DIR is, and the server resumes by itself."
+            )
+        }),
+        Effect.orElseSucceed(() => Option.none())
+      )
+).pipe(Effect.withSpan("Database.diskFull"))
+
+const mib = (bytes: number): number => Math.floor(bytes / (1024 * 1024))

@@ -12,7 +12,7 @@
 import { MigrationError } from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer } from "effect"
 import type { Migration } from "./Migration.js"
 import { migrations as all } from "./migrations/index.js"
 
@@ -143,5 +143,102 @@ export const run = (
     return applied
   }).pipe(Effect.withSpan("Migrations.run"))
 
-/** Runs the migrations when the Layer is built. */
-export const layer: Layer.Layer<never, MigrationError | SqlError, SqlClient.SqlClient> = Layer.effectDiscard(run())
+/** A migration recorded in the database, with when it was applied (ISO 8601). */
+export interface Recorded {
+  readonly id: number
+  readonly name: string
+  readonly applied_at: string
+}
+
+/** What the database holds against what this build knows. */
+export interface Status {
+  /** Recorded and known to this build. */
+  readonly applied: ReadonlyArray<Recorded>
+  /** Known to this build, not recorded yet: the next run applies them. */
+  readonly pending: ReadonlyArray<{ readonly id: number; readonly name: string }>
+  /** Recorded but unknown to this build: written by a newer release. */
+  readonly unknown: ReadonlyArray<Recorded>
+}
+
+/** A migration as its file names it: `[1, "event_api"]` → `0001_event_api`. */
+export const label = (id: number, name: string): string => `${String(id).padStart(4, "0")}_${name}`
+
+/**
+ * The database holds migrations this build does not know: a newer release
+ * migrated it. Nothing may run on it (not even our own migrations).
+ */
+export class UnknownMigrations extends Data.TaggedError("UnknownMigrations")<{
+  /** This build's newest migration. */
+  readonly newestKnown: Applied
+  /** The newest migration found that this build does not know. */
+  readonly found: Recorded
+}> {
+  override get message() {
+    const [id, name] = this.newestKnown
+    return `The database was migrated by a newer release of crm-relay (it holds migration ${
+      label(this.found.id, this.found.name)
+    }, applied ${this.found.applied_at}; this build knows migrations up to ${
+      label(id, name)
+    }): run that newer release, or restore a backup made by this one with crm-relay db restore; nothing was changed.`
+  }
+}
+
+/** The recorded migrations, oldest first; none when the table does not exist yet (a fresh database). */
+const recorded = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyArray<Recorded>, SqlError> =>
+  Effect.gen(function*() {
+    const [table] = yield* sql<{ present: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS present`
+    if (table?.present !== true) return []
+    const rows = yield* sql<{ id: number; name: string; applied_at: unknown }>`
+      SELECT id, name, applied_at FROM ${sql(TABLE)} ORDER BY id`
+    return rows.map((row) => ({
+      id: Number(row.id),
+      name: row.name,
+      applied_at: row.applied_at instanceof Date ? row.applied_at.toISOString() : String(row.applied_at)
+    }))
+  })
+
+/** Applied, pending and unknown migrations of the database against `record` (all of ours by default). Reads only. */
+export const status = (
+  record: Readonly<Record<string, Migration>> = all
+): Effect.Effect<Status, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const found = yield* recorded(sql)
+    const known = list(record)
+    const knownIds = new Set(known.map(([id]) => id))
+    const foundIds = new Set(found.map((row) => row.id))
+    return {
+      applied: found.filter((row) => knownIds.has(row.id)),
+      pending: known.filter(([id]) => !foundIds.has(id)).map(([id, name]) => ({ id, name })),
+      unknown: found.filter((row) => !knownIds.has(row.id))
+    }
+  }).pipe(Effect.withSpan("Migrations.status"))
+
+/**
+ * Fails with UnknownMigrations when the database holds a migration `record`
+ * (all of ours by default) does not know. One read; writes nothing.
+ */
+export const refuseUnknown = (
+  record: Readonly<Record<string, Migration>> = all
+): Effect.Effect<void, UnknownMigrations | SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(status(record), ({ unknown }) => {
+    const found = unknown.at(-1)
+    const newestKnown = list(record).at(-1)
+    return found === undefined || newestKnown === undefined
+      ? Effect.void
+      : Effect.fail(new UnknownMigrations({ newestKnown, found }))
+  })
+
+/**
+ * `layer` with the guard of every process that opens the database: right
+ * after it opens, before anything else is built on it, a database a newer
+ * release migrated is refused (UnknownMigrations).
+ */
+export const guard = <A, E, R>(
+  layer: Layer.Layer<A | SqlClient.SqlClient, E, R>
+): Layer.Layer<A | SqlClient.SqlClient, E | UnknownMigrations | SqlError, R> =>
+  Layer.tap(layer, (context) => refuseUnknown().pipe(Effect.provideService(SqlClient.SqlClient, Context.get(context, SqlClient.SqlClient))))
+
+/** Refuses a database a newer release migrated, then runs the migrations, when the Layer is built. */
+export const layer: Layer.Layer<never, MigrationError | UnknownMigrations | SqlError, SqlClient.SqlClient> = Layer
+  .effectDiscard(Effect.zipRight(refuseUnknown(), run()))

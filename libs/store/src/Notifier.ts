@@ -148,7 +148,7 @@ export const layerPglite: Layer.Layer<Notifier, SqlError, PgliteClient | SqlClie
         Effect.suspend(() =>
           listening.has(channel)
             ? Effect.void
-            : client`LISTEN ${client(channel)}`.pipe(Effect.tap(() => Effect.sync(() => listening.add(channel))))
+            : client`LISTEN ${client(channel)}`.pipe(Effect.zipRight(Effect.sync(() => listening.add(channel))), Effect.asVoid)
         )
       )
     const subscribe = (channel: string) =>

@@ -27,8 +27,17 @@ const withOperations = <A, E>(f: (operations: Context.Tag.Service<typeof Admin.A
 
 const serve = Command.make("serve", {}, () => Serve.serve).pipe(Command.withDescription(Serve.description))
 
-const migrate = Command.make("migrate", { json }, ({ json }) =>
-  withOperations((operations) =>
+const status = Options.boolean("status").pipe(
+  Options.withDescription("Only list the applied migrations, the pending ones and any this build does not know; change nothing.")
+)
+
+const migrate = Command.make("migrate", { json, status }, ({ json, status }) =>
+  status
+    ? Effect.flatMap(Effect.promise(() => import("./MigrationStatus.js")), (migrations) =>
+      migrations.withStatus((operations) =>
+        Effect.flatMap(operations.status, (found) => print(json, found, migrations.render(found)))
+      ))
+    : withOperations((operations) =>
     Effect.flatMap(operations.migrate, (applied) =>
       print(
         json,

@@ -8,7 +8,7 @@
  * directory's lock for the duration of the command.
  */
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Database, DataDirLock } from "@crm-relay/store"
+import { Database, DataDirLock, Migrations } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { ErrorResponses } from "@crm-relay/events"
 import { type Context, Duration, Effect, Layer, Option, ParseResult, Redacted, Schedule } from "effect"
@@ -87,22 +87,31 @@ const startupWait = Schedule.spaced(Duration.millis(250)).pipe(Schedule.upTo(Dur
 const directFailure = (error: unknown): AdminError =>
   error instanceof AdminError
     ? error
+    : error instanceof Migrations.UnknownMigrations
+    ? refused(error.message)
     : error instanceof DataDirLock.DataDirInUse
     ? new AdminError({ message: error.message })
     : databaseFailure(error)
 
-/** The operations `I` for this environment: `direct` over the database, or `remote(url, token)` through the running server. */
+/**
+ * The operations `I` for this environment: `direct` over the database, or
+ * `remote(url, token)` through the running server. The database is refused
+ * when a newer release migrated it, unless `guard` is false (`migrate --status` reports it instead).
+ */
 export const layerFromSettings = <I>(
   settings: Settings.CliSettings,
   build: {
     readonly direct: Layer.Layer<I, unknown, Database.Services>
     readonly remote: (baseUrl: string, token: Redacted.Redacted<string>) => Layer.Layer<I, never, HttpClient.HttpClient>
+    readonly guard?: boolean
   }
-): Layer.Layer<I, AdminError> =>
-  Option.match(settings.databaseUrl, {
+): Layer.Layer<I, AdminError> => {
+  const guarded = <E, R>(database: Layer.Layer<Database.Services, E, R>) =>
+    build.guard === false ? database : Migrations.guard(database)
+  return Option.match(settings.databaseUrl, {
     onSome: (url) =>
       build.direct.pipe(
-        Layer.provide(Database.layerPostgres({ url, poolSize: Math.min(settings.databasePoolSize, 4) })),
+        Layer.provide(guarded(Database.layerPostgres({ url, poolSize: Math.min(settings.databasePoolSize, 4) }))),
         Layer.catchAll((error) => Layer.fail(directFailure(error)))
       ),
     onNone: () =>
@@ -124,7 +133,7 @@ export const layerFromSettings = <I>(
           const held = yield* DataDirLock.holder(Database.pgliteDirectory(settings.dataDir))
           if (Option.isSome(held)) return yield* Effect.fail("busy" as const)
           return build.direct.pipe(
-            Layer.provide(Database.layerPglite({ dataDir: settings.dataDir })),
+            Layer.provide(guarded(Database.layerPglite({ dataDir: settings.dataDir }))),
             Layer.catchAll((error) => Layer.fail(directFailure(error)))
           )
         }).pipe(
@@ -139,6 +148,7 @@ export const layerFromSettings = <I>(
         )
       )
   })
+}
 
 /**
  * Runs `f` with the operations of `tag` for this environment (CliSettings;

@@ -251,8 +251,12 @@ export const layerWithDatabase = (options: ServeOptions) => {
 }
 
 /** The whole server from its settings. */
-export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) =>
-  Layer.unwrapEffect(
+export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) => {
+  // Opened and checked first: a database a newer release migrated is refused before any file is written.
+  const database = Migrations.guard(
+    Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
+  )
+  return Layer.unwrapEffect(
     Effect.map(Effect.all([
       Effect.zipRight(AdminToken.requireForHost(settings.adminToken, settings.adminHost), AdminToken.resolve(settings.adminToken, settings.dataDir)),
       MasterKey.resolve(settings),
@@ -270,11 +274,11 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         masterKeys,
         edge,
         lifecycle: settings.lifecycle
-      }).pipe(
-        Layer.provideMerge(
-          Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
-        ),
-        // Set before anything is built, so every fiber of the server (requests, workers) samples.
-        Layer.provide(TraceSampling.layer(TraceSampling.recordedShare(settings.tracing)))
-      ))
+      })
+    )
+  ).pipe(
+    Layer.provideMerge(database),
+    // Set before anything is built, so every fiber of the server (requests, workers) samples.
+    Layer.provide(TraceSampling.layer(TraceSampling.recordedShare(settings.tracing)))
   )
+}

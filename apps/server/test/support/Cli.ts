@@ -67,13 +67,15 @@ export interface ServeProcess {
 
 /**
  * `crm-relay serve` with `env`; every listener on a free port unless `env` names one (the
- * README walkthrough, run beside this suite, needs the default ports).
+ * README walkthrough, run beside this suite, needs the default ports). `prefix` runs it through
+ * another command (e.g. `nsenter ... --`), which must exec it, so the child is the server.
  */
-export const serve = (env: Record<string, string>): Effect.Effect<ServeProcess, never, Scope.Scope> =>
+export const serve = (env: Record<string, string>, prefix: ReadonlyArray<string> = []): Effect.Effect<ServeProcess, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync(() => {
       const ports = { PORT: "0", ADMIN_PORT: "0", PORTAL_PORT: "0" }
-      const child = ChildProcess.spawn(process.execPath, [BIN, "serve"], { env: childEnv({ ...ports, ...env }), stdio: ["ignore", "pipe", "pipe"] })
+      const [command, ...args] = [...prefix, process.execPath, BIN, "serve"]
+      const child = ChildProcess.spawn(command!, args, { env: childEnv({ ...ports, ...env }), stdio: ["ignore", "pipe", "pipe"] })
       let stdout = ""
       let stderr = ""
       child.stdout.on("data", (chunk) => (stdout += chunk))

@@ -6,7 +6,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Events } from "@crm-relay/contract"
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, Migrations } from "@crm-relay/store"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { AdminAuth, InternalApi, NotReady, unknownAccount } from "@crm-relay/contract/InternalApi"
 import * as BackupStream from "./BackupStream.js"
@@ -85,6 +85,7 @@ const OperationsLive = HttpApiBuilder.group(InternalApi, "operations", (handlers
           Effect.provideService(SqlClient.SqlClient, sql),
           Effect.orDie
         ))
+      .handle("migrationStatus", () => Migrations.status().pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie))
       .handleRaw("backup", () => BackupStream.response(sql, info))
   }))
 
@@ -95,8 +96,13 @@ const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
     const readiness = yield* Readiness
     const ping = Database.ping().pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.as({ status: "ready" as const, database: info.kind }),
-      Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("Not ready", error), new NotReady({ error: messages.notReady })))
+      Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("Not ready", error), new NotReady({ error: messages.notReady }))),
+      // The embedded database still answers reads on a full disk: the disk says whether it can take writes.
+      Effect.zipRight(Database.diskFull.pipe(Effect.provideService(Database.DatabaseInfo, info))),
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.succeed({ status: "ready" as const, database: info.kind }),
+        onSome: (reason) => Effect.zipRight(Effect.logWarning("Not ready", reason), new NotReady({ error: reason }))
+      }))
     )
     return handlers
       .handle("healthz", () => Effect.succeed({ status: "ok" as const }))
