@@ -2,6 +2,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Operations } from "@crm-relay/contract"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase, Vault } from "@crm-relay/store"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import * as S from "./support/ConnectionsServer.js"
 import { adminRequest, layerServer, replica, start } from "./support/TestServer.js"
@@ -204,16 +205,24 @@ layer(S.Live)("connections on the internal API", (it) => {
 layer(TestDatabase.layer, { excludeTestServices: true })("master-key rotate with keys that do not open the data", (it) => {
   it.scoped("POST /v1/master-key/rotate answers 409 with the Error object when a stored data key does not open under this server's master keys; nothing changes", () =>
     Effect.gen(function*() {
-      // Started first, on an empty database: no data key yet, so its start-up check passes.
-      const other = yield* start(layerServer({ masterKeys: Vault.randomMasterKeys() }))
-      const owner = yield* start(yield* replica(layerServer({ masterKeys: Vault.randomMasterKeys() })))
-      const id = ((yield* adminRequest(owner.admin, "POST", "/v1/accounts", { name: "Keys" })).json as { id: string }).id
-      const secret = yield* adminRequest(owner.admin, "GET", `/v1/accounts/${id}/signing-secret`)
+      const server = yield* start(yield* replica(layerServer({ masterKeys: Vault.randomMasterKeys() })))
+      const id = ((yield* adminRequest(server.admin, "POST", "/v1/accounts", { name: "Keys" })).json as { id: string }).id
+      const secret = yield* adminRequest(server.admin, "GET", `/v1/accounts/${id}/signing-secret`)
       expect(secret.status).toBe(200)
-      const refused = yield* adminRequest(other.admin, "POST", "/v1/master-key/rotate")
+      // A data key wrapped only under a master key this server was never given (a replica's, say), with a
+      // secret sealed under it. A server cannot start beside such a key (the integration keys' tag secret
+      // is opened at start), so it is written here, as another replica would have.
+      const sql = yield* SqlClient.SqlClient
+      const foreign = crypto.randomUUID()
+      yield* sql`INSERT INTO vault_keys (id, state) VALUES (${foreign}, 'retired')`
+      yield* sql`INSERT INTO vault_key_wraps (key_id, master_key_id, wrapped) VALUES (${foreign}, 'ffffffffffffffff', ${new Uint8Array(60)})`
+      yield* sql`INSERT INTO vault_secrets (key_id, aad, ciphertext) VALUES (${foreign}, 'test/foreign', ${new Uint8Array(44)})`
+      const refused = yield* adminRequest(server.admin, "POST", "/v1/master-key/rotate")
       expect(refused.status).toBe(409)
       expect(Object.keys(refused.json as object)).toEqual(["error"])
-      expect((refused.json as { error: string }).error).toMatch(/^Data key .* is wrapped under master key/)
-      expect((yield* adminRequest(owner.admin, "GET", `/v1/accounts/${id}/signing-secret`)).json).toEqual(secret.json)
+      expect((refused.json as { error: string }).error).toMatch(new RegExp(`^Data key ${foreign} is wrapped under master key`))
+      expect((yield* adminRequest(server.admin, "GET", `/v1/accounts/${id}/signing-secret`)).json).toEqual(secret.json)
+      const [keys] = yield* sql<{ n: number }>`SELECT count(*)::int4 AS n FROM vault_keys WHERE state = 'active'`
+      expect(keys?.n).toBe(1)
     }))
 })
