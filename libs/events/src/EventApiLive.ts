@@ -141,7 +141,8 @@ export const makeKeyCheck = Effect.gen(function*() {
     const limit = check.limit
     const authorized = yield* keys.authorize(
       token,
-      limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit)
+      limit === undefined ? undefined : (accountId) => preview.latest(accountId, limit),
+      shape
     )
     if (Option.isNone(authorized)) {
       if (!tagged) {

@@ -18,7 +18,7 @@ import * as Spans from "@crm-relay/store/Spans"
 import { Clock, Data, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { AccountId } from "./Accounts.js"
-import { KeyTags } from "./KeyTags.js"
+import { KeyTags, type Shape } from "./KeyTags.js"
 import * as RateLimiter from "./RateLimiter.js"
 import { type Page, pageOf, type UnknownCursor } from "./Page.js"
 import { IntegrationKeyId } from "@crm-relay/contract/Accounts"
@@ -153,17 +153,22 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
     const policy = yield* RateLimiter.RateLimitPolicyRef
 
     // Only a tagged key whose tag matches, or a legacy one, is looked up: the others were never issued.
-    const mayExist = (secret: string) =>
-      Effect.map(tags.ready, (tagger) => {
-        const shape = tagger.shape(secret)
-        return shape === "tagged" || shape === "legacy"
-      })
+    // A caller that already read the key's shape passes it, so the tag's HMAC is computed once per request.
+    const mayExist = (secret: string, known: Shape | undefined) =>
+      Effect.map(
+        known === undefined ? Effect.map(tags.ready, (tagger) => tagger.shape(secret)) : Effect.succeed(known),
+        (shape) => shape === "tagged" || shape === "legacy"
+      )
 
     // Runs on every Event API request: named by a hot path's span (see Spans).
     const authorizeSpan = Spans.hot("IntegrationKeys.authorize")
-    const authorize = Effect.fnUntraced(function*(token: Redacted.Redacted<string>, alongside: Alongside | undefined) {
+    const authorize = Effect.fnUntraced(function*(
+      token: Redacted.Redacted<string>,
+      alongside: Alongside | undefined,
+      shape: Shape | undefined
+    ) {
       const secret = Redacted.value(token)
-      if (!(yield* mayExist(secret))) return Option.none<Authorized>()
+      if (!(yield* mayExist(secret, shape))) return Option.none<Authorized>()
       const hash = digest(secret)
       const now = yield* Clock.currentTimeMillis
       // The key and its count are the database function `integration_key_authorize` (its plans are
@@ -218,7 +223,7 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
       /** The active key matching `token`, if any. */
       authenticate: Effect.fn("IntegrationKeys.authenticate")(function*(token: Redacted.Redacted<string>) {
         const secret = Redacted.value(token)
-        if (!(yield* mayExist(secret))) return Option.none<Authenticated>()
+        if (!(yield* mayExist(secret, undefined))) return Option.none<Authenticated>()
         const hash = digest(secret)
         const row = yield* Effect.orDie(activeByHash(hash))
         const found = Option.filter(row, (key) => key.secret_hash.length === hash.length && timingSafeEqual(key.secret_hash, hash))
@@ -257,9 +262,11 @@ export class IntegrationKeys extends Effect.Service<IntegrationKeys>()("@crm-rel
        * `rateLimitSubject`), in one statement: one round trip per Event API request
        * instead of two. Only a key that matches is counted. `alongside` adds the
        * request's own read to that statement (GET /perform-list: its preview), so
-       * that request makes one round trip in all.
+       * that request makes one round trip in all. `shape` is the key's shape when the
+       * caller has read it already (the Event API's key check), so it is not read twice.
        */
-      authorize: (token: Redacted.Redacted<string>, alongside?: Alongside) => authorizeSpan(authorize(token, alongside))
+      authorize: (token: Redacted.Redacted<string>, alongside?: Alongside, shape?: Shape) =>
+        authorizeSpan(authorize(token, alongside, shape))
     }
   })
 }) {}

@@ -12,7 +12,7 @@
 import { MigrationError } from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Data, Effect, Layer } from "effect"
+import { Context, Data, Effect, Layer, Option } from "effect"
 import type { Migration } from "./Migration.js"
 import { migrations as all } from "./migrations/index.js"
 
@@ -63,23 +63,19 @@ const resolve = (record: Readonly<Record<string, Migration>>): Effect.Effect<Rea
   })
 
 /**
- * True when every migration of `pending` is recorded under its name: one
- * read, no lock, no transaction (every start but the first). False when
- * one is missing or named otherwise, or when the table does not exist yet
+ * True when every migration of `pending` is recorded under its name in
+ * `found` (every start but the first: no lock, no transaction). False when
+ * one is missing or named otherwise, or when the table could not be read
  * (the full run then applies, or refuses, with the lock held).
  */
-const allRecorded = (sql: SqlClient.SqlClient, pending: ReadonlyArray<Resolved>): Effect.Effect<boolean> =>
-  // Asked first, not tried: a failed statement would abort the transaction of a caller (a restore runs us in its own).
-  sql<{ found: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS found`.pipe(
-    Effect.flatMap(([row]) =>
-      row?.found === true ? sql<{ id: number; name: string }>`SELECT id, name FROM ${sql(TABLE)}` : Effect.succeed([])
-    ),
-    Effect.map((rows) => {
-      const recorded = new Map(rows.map((row) => [Number(row.id), row.name]))
-      return pending.every(({ id, name }) => recorded.get(id) === name)
-    }),
-    Effect.orElseSucceed(() => false)
-  )
+const allRecorded = (found: Option.Option<ReadonlyArray<Recorded>>, pending: ReadonlyArray<Resolved>): boolean =>
+  Option.match(found, {
+    onNone: () => false,
+    onSome: (rows) => {
+      const names = new Map(rows.map((row) => [row.id, row.name]))
+      return pending.every(({ id, name }) => names.get(id) === name)
+    }
+  })
 
 /**
  * Applies every pending migration of `record` (all of ours by default) and
@@ -88,10 +84,18 @@ const allRecorded = (sql: SqlClient.SqlClient, pending: ReadonlyArray<Resolved>)
 export const run = (
   record: Readonly<Record<string, Migration>> = all
 ): Effect.Effect<ReadonlyArray<Applied>, MigrationError | SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.flatMap(Effect.option(recorded(sql)), (found) => apply(sql, record, found)))
+    .pipe(Effect.withSpan("Migrations.run"))
+
+/** `run`, with the table already read (`found`; none when the read failed). */
+const apply = (
+  sql: SqlClient.SqlClient,
+  record: Readonly<Record<string, Migration>>,
+  found: Option.Option<ReadonlyArray<Recorded>>
+): Effect.Effect<ReadonlyArray<Applied>, MigrationError | SqlError> =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const pending = yield* resolve(record)
-    if (yield* allRecorded(sql, pending)) return []
+    if (allRecorded(found, pending)) return []
     const lock = sql`SELECT pg_advisory_xact_lock(hashtext(current_schema() || ${`.${TABLE}`}))`
 
     yield* sql.withTransaction(
@@ -141,7 +145,7 @@ export const run = (
       }
     }
     return applied
-  }).pipe(Effect.withSpan("Migrations.run"))
+  })
 
 /** A migration recorded in the database, with when it was applied (ISO 8601). */
 export interface Recorded {
@@ -186,6 +190,7 @@ export class UnknownMigrations extends Data.TaggedError("UnknownMigrations")<{
 /** The recorded migrations, oldest first; none when the table does not exist yet (a fresh database). */
 const recorded = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyArray<Recorded>, SqlError> =>
   Effect.gen(function*() {
+    // Asked first, not tried: a failed statement would abort the transaction of a caller (a restore runs us in its own).
     const [table] = yield* sql<{ present: boolean }>`SELECT to_regclass(${TABLE}) IS NOT NULL AS present`
     if (table?.present !== true) return []
     const rows = yield* sql<{ id: number; name: string; applied_at: unknown }>`
@@ -201,18 +206,21 @@ const recorded = (sql: SqlClient.SqlClient): Effect.Effect<ReadonlyArray<Recorde
 export const status = (
   record: Readonly<Record<string, Migration>> = all
 ): Effect.Effect<Status, SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const found = yield* recorded(sql)
-    const known = list(record)
-    const knownIds = new Set(known.map(([id]) => id))
-    const foundIds = new Set(found.map((row) => row.id))
-    return {
-      applied: found.filter((row) => knownIds.has(row.id)),
-      pending: known.filter(([id]) => !foundIds.has(id)).map(([id, name]) => ({ id, name })),
-      unknown: found.filter((row) => !knownIds.has(row.id))
-    }
-  }).pipe(Effect.withSpan("Migrations.status"))
+  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.map(recorded(sql), (found) => statusOf(found, record))).pipe(
+    Effect.withSpan("Migrations.status")
+  )
+
+// The status of the recorded migrations `found` against `record`.
+const statusOf = (found: ReadonlyArray<Recorded>, record: Readonly<Record<string, Migration>>): Status => {
+  const known = list(record)
+  const knownIds = new Set(known.map(([id]) => id))
+  const foundIds = new Set(found.map((row) => row.id))
+  return {
+    applied: found.filter((row) => knownIds.has(row.id)),
+    pending: known.filter(([id]) => !foundIds.has(id)).map(([id, name]) => ({ id, name })),
+    unknown: found.filter((row) => !knownIds.has(row.id))
+  }
+}
 
 /**
  * Fails with UnknownMigrations when the database holds a migration `record`
@@ -221,13 +229,19 @@ export const status = (
 export const refuseUnknown = (
   record: Readonly<Record<string, Migration>> = all
 ): Effect.Effect<void, UnknownMigrations | SqlError, SqlClient.SqlClient> =>
-  Effect.flatMap(status(record), ({ unknown }) => {
-    const found = unknown.at(-1)
-    const newestKnown = list(record).at(-1)
-    return found === undefined || newestKnown === undefined
-      ? Effect.void
-      : Effect.fail(new UnknownMigrations({ newestKnown, found }))
-  })
+  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.flatMap(recorded(sql), (found) => refuseIn(found, record)))
+
+/** Fails with UnknownMigrations when `found` (the recorded migrations) holds one `record` does not know. */
+const refuseIn = (
+  found: ReadonlyArray<Recorded>,
+  record: Readonly<Record<string, Migration>>
+): Effect.Effect<void, UnknownMigrations> => {
+  const unknown = statusOf(found, record).unknown.at(-1)
+  const newestKnown = list(record).at(-1)
+  return unknown === undefined || newestKnown === undefined
+    ? Effect.void
+    : Effect.fail(new UnknownMigrations({ newestKnown, found: unknown }))
+}
 
 /**
  * `layer` with the guard of every process that opens the database: right
@@ -239,6 +253,16 @@ export const guard = <A, E, R>(
 ): Layer.Layer<A | SqlClient.SqlClient, E | UnknownMigrations | SqlError, R> =>
   Layer.tap(layer, (context) => refuseUnknown().pipe(Effect.provideService(SqlClient.SqlClient, Context.get(context, SqlClient.SqlClient))))
 
-/** Refuses a database a newer release migrated, then runs the migrations, when the Layer is built. */
+/**
+ * Refuses a database a newer release migrated, then runs the migrations, when the Layer is built:
+ * one read of the table serves both.
+ */
 export const layer: Layer.Layer<never, MigrationError | UnknownMigrations | SqlError, SqlClient.SqlClient> = Layer
-  .effectDiscard(Effect.zipRight(refuseUnknown(), run()))
+  .effectDiscard(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const found = yield* recorded(sql)
+      yield* refuseIn(found, all)
+      yield* apply(sql, all, Option.some(found))
+    }).pipe(Effect.withSpan("Migrations.run"))
+  )

@@ -102,6 +102,17 @@ const checked = (path: string, keys: Option.Option<Vault.MasterKeys>, keyHint: s
     return manifest
   })
 
+/** Writes a backup of the database of the context to `file`, its progress reported as `label`. */
+const dump = (file: string, label: string, progress: Progress.Mode) =>
+  Effect.gen(function*() {
+    const info = yield* Database.DatabaseInfo
+    const total = yield* Snapshot.rowCounts
+    let done = 0
+    yield* Format.writeFile(file, (writer) =>
+      Snapshot.dump(writer, { crmRelayVersion: VERSION, database: info.kind }, (n) =>
+        n === 0 ? Effect.void : Progress.report(progress, label, (done += n), Math.max(total, done), n)))
+  })
+
 /** A database failure is the operator's sentence; a refusal stays one. */
 const asAdminError = (error: unknown): AdminError => error instanceof AdminError ? error : databaseFailure(error)
 
@@ -139,15 +150,7 @@ export const backup = (settings: Settings.CliSettings, file: string, options: { 
       return yield* refused(`${file} exists: give another path, or --force to replace it.`)
     }
     const partial = `${target}.partial-${process.pid}`
-    let done = 0
-    const local = (layer: Layer.Layer<Database.Services, unknown>) =>
-      Effect.gen(function*() {
-        const info = yield* Database.DatabaseInfo
-        const total = yield* Snapshot.rowCounts
-        yield* Format.writeFile(partial, (writer) =>
-          Snapshot.dump(writer, { crmRelayVersion: VERSION, database: info.kind }, (n) =>
-            n === 0 ? Effect.void : Progress.report(options.progress, "Backing up", (done += n), Math.max(total, done), n)))
-      }).pipe(Effect.provide(layer))
+    const local = (layer: Layer.Layer<Database.Services, unknown>) => Effect.provide(dump(partial, "Backing up", options.progress), layer)
     yield* Option.match(settings.databaseUrl, {
       onSome: (url) => local(postgres(Redacted.value(url))),
       onNone: () =>
@@ -258,13 +261,7 @@ export const move = (settings: Settings.CliSettings, to: string, options: { read
 
     const file = Path.join(dataDir, `move-${process.pid}.crm-relay-backup`)
     return yield* Effect.gen(function*() {
-      let done = 0
-      yield* Effect.gen(function*() {
-        const total = yield* Snapshot.rowCounts
-        yield* Format.writeFile(file, (writer) =>
-          Snapshot.dump(writer, { crmRelayVersion: VERSION, database: "pglite" }, (n) =>
-            n === 0 ? Effect.void : Progress.report(options.progress, "Reading", (done += n), Math.max(total, done), n)))
-      }).pipe(Effect.provide(Database.layerPglite({ dataDir })), Effect.mapError(asAdminError))
+      yield* dump(file, "Reading", options.progress).pipe(Effect.provide(Database.layerPglite({ dataDir })), Effect.mapError(asAdminError))
       const manifest = yield* checked(file, keys, `set MASTER_KEY, or keep the development key file at ${MasterKey.keyFile(dataDir)}.`)
       yield* loadInto(file, manifest, postgres(url), where, options.progress)
       const masterKey = Option.isSome(settings.masterKey)

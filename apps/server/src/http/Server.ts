@@ -45,13 +45,10 @@ export class Listening extends Context.Tag("@crm-relay/server/Listening")<
   { readonly publicApi: Option.Option<Address>; readonly internalApi: Address; readonly portal: Option.Option<Address> }
 >() {}
 
-/** The integration keys' tag secret, sealed in the Vault under `keys` (see KeyTags). */
-export const keyTags = (keys: Vault.MasterKeys) => KeyTags.layerWith(keys)
+/** `ServicesLive` with the integration keys' tag secret sealed in the Vault under `keys` (see KeyTags). */
+export const servicesWith = (keys: Vault.MasterKeys) => ServicesLive.pipe(Layer.provide(KeyTags.layerWith(keys)))
 
-/** `ServicesLive` with the keys' tags sealed under `keys`. */
-export const servicesWith = (keys: Vault.MasterKeys) => ServicesLive.pipe(Layer.provide(keyTags(keys)))
-
-/** The Event API's services over a `SqlClient` (and the keys' tags: `keyTags`). */
+/** The Event API's services over a `SqlClient` (and the keys' tags: `servicesWith`). */
 export const ServicesLive = Layer.mergeAll(
   Accounts.Accounts.Default,
   IntegrationKeys.IntegrationKeys.Default,
