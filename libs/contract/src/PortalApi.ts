@@ -186,10 +186,14 @@ export const HookView = Schema.Struct({
 }).annotations({ identifier: "PortalHook" })
 export type HookView = typeof HookView.Type
 
-/** GET /api/hooks: the hooks that receive events (disabled ones included), and the latest removed ones, newest first. */
+/**
+ * GET /api/hooks: the hooks that receive events (disabled ones included), and the latest removed
+ * ones, newest first; `limit` is the most hooks (disabled ones included) the account may have.
+ */
 export const HookList = Schema.Struct({
   hooks: Schema.Array(HookView),
-  removed: Schema.Array(HookView)
+  removed: Schema.Array(HookView),
+  limit: Schema.Int
 }).annotations({ identifier: "PortalHookList" })
 export type HookList = typeof HookList.Type
 
