@@ -181,8 +181,8 @@ const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) 
         const removed = views.filter((h) => h.removed_at !== null)
           .sort((a, b) => (b.removed_at ?? "").localeCompare(a.removed_at ?? ""))
           .slice(0, REMOVED_SHOWN)
-        const { limit } = yield* subscriptions.usage(accountId)
-        return { hooks: views.filter((h) => h.removed_at === null), removed, limit }
+        const { count, limit } = yield* subscriptions.usage(accountId)
+        return { hooks: views.filter((h) => h.removed_at === null), removed, count, limit }
       })
     return handlers
       .handle("list", () => Effect.flatMap(CurrentSession, ({ accountId }) => hooksOf(accountId)))
