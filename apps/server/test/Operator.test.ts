@@ -105,8 +105,13 @@ describe.sequential("crm-relay operator commands", () => {
             subscriptions: [
               expect.objectContaining({ id: subscriptionId, event: "lead", target: "https://hooks.example.com/x?…", created_by_key_id: key.id })
             ],
-            next_cursor: null
+            next_cursor: null,
+            count: 1,
+            limit: 100
           })
+          // Issue 35: the bound "shows in ... the CLI listing" as N of M (the server's MAX_SUBSCRIPTIONS_PER_ACCOUNT, default 100).
+          const subscriptionsText = yield* cli(["subscriptions", "list", "--account", first.id], env)
+          expect(subscriptionsText.stdout.split("\n")[0]).toBe("1 of 100 subscriptions (MAX_SUBSCRIPTIONS_PER_ACCOUNT; disabled ones count).")
           const shown = parse<{ active_keys: number; subscriptions: number; connections: number }>(
             (yield* cli(["accounts", "show", "--account", first.id, "--json"], env)).stdout
           )
@@ -190,6 +195,11 @@ describe.sequential("crm-relay operator commands", () => {
               }
             }
           }))
+
+          // Issue 35: on the database directly the listing's bound is this command's MAX_SUBSCRIPTIONS_PER_ACCOUNT; a removed hook does not count.
+          const bounded = yield* cli(["subscriptions", "list", "--account", account, "--removed", "--json"], { ...env, MAX_SUBSCRIPTIONS_PER_ACCOUNT: "3" })
+          expect(bounded.code, bounded.stderr).toBe(0)
+          expect(parse<unknown>(bounded.stdout)).toEqual(expect.objectContaining({ count: 0, limit: 3 }))
 
           // Issue: `pushes replay` accepted a job that already succeeded and reset its attempt count.
           const refusedRun = yield* cli(["pushes", "replay", "--id", push], env)

@@ -37,6 +37,7 @@ describe("Settings", () => {
       "PUBLIC_CONNECTION_RESERVE",
       "FAILED_KEY_LIMIT",
       "FAILED_KEY_HOLD_MS",
+      "MAX_SUBSCRIPTIONS_PER_ACCOUNT",
       "TRUSTED_PROXIES",
       "RETENTION_PERIOD",
       "RETENTION_PAYLOAD_PERIOD",
@@ -124,6 +125,19 @@ describe("Settings", () => {
       expect(yield* refused({ HEAP_SEMI_SPACE_MIB: "-1" })).toContain("HEAP_SEMI_SPACE_MIB must be a whole number of MiB from 0 to 1024")
       expect(yield* refused({ HEAP_SEMI_SPACE_MIB: "lots" })).toContain("HEAP_SEMI_SPACE_MIB")
       expect(yield* refused({ HEAP_GROWTH_PERCENT: "1001" })).toContain("HEAP_GROWTH_PERCENT must be a whole number from 0 to 1000")
+    }))
+
+  it.effect("MAX_SUBSCRIPTIONS_PER_ACCOUNT: 100 by default; 0, past PostgreSQL's integer or not whole is refused at start with the numbers", () =>
+    Effect.gen(function*() {
+      // Issue 35: "a bound of 0 or beyond the type → refused at start with the numbers".
+      expect((yield* Settings.Settings.pipe(withEnv({}))).maxSubscriptionsPerAccount).toBe(100)
+      expect((yield* Settings.Settings.pipe(withEnv({ MAX_SUBSCRIPTIONS_PER_ACCOUNT: "2147483647" }))).maxSubscriptionsPerAccount).toBe(2_147_483_647)
+      const refused = (value: string) =>
+        Effect.map(Effect.flip(Settings.Settings.pipe(withEnv({ MAX_SUBSCRIPTIONS_PER_ACCOUNT: value }))), String)
+      for (const value of ["0", "-1", "2147483648", "1e12"]) {
+        expect(yield* refused(value)).toContain("MAX_SUBSCRIPTIONS_PER_ACCOUNT must be a whole number from 1 to 2147483647")
+      }
+      for (const value of ["1.5", "many"]) expect(yield* refused(value)).toContain("MAX_SUBSCRIPTIONS_PER_ACCOUNT")
     }))
 
   it.effect("secrets are Redacted (never printed) and an empty value counts as unset", () =>

@@ -186,10 +186,15 @@ export const HookView = Schema.Struct({
 }).annotations({ identifier: "PortalHook" })
 export type HookView = typeof HookView.Type
 
-/** GET /api/hooks: the hooks that receive events (disabled ones included), and the latest removed ones, newest first. */
+/**
+ * GET /api/hooks: the hooks that receive events (disabled ones included), and the latest removed
+ * ones, newest first; `count` of `limit`: the account's hooks (disabled ones included) and the most it may have.
+ */
 export const HookList = Schema.Struct({
   hooks: Schema.Array(HookView),
-  removed: Schema.Array(HookView)
+  removed: Schema.Array(HookView),
+  count: Schema.Int,
+  limit: Schema.Int
 }).annotations({ identifier: "PortalHookList" })
 export type HookList = typeof HookList.Type
 

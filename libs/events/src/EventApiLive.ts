@@ -14,7 +14,7 @@ import * as FailedKeys from "./FailedKeys.js"
 import { IntegrationKeys, type IntegrationKeyId } from "./IntegrationKeys.js"
 import { Preview } from "./Preview.js"
 import { refusals } from "./RateLimiter.js"
-import { Subscriptions } from "./Subscriptions.js"
+import { limitSentence, Subscriptions } from "./Subscriptions.js"
 
 /**
  * The longest `event` value stored: it is part of an index, whose entries PostgreSQL bounds
@@ -219,7 +219,10 @@ export const EventsGroupLive = HttpApiBuilder.group(EventApi.EventApi, "events",
           const refused = unstorable(payload)
           if (refused !== undefined) return yield* new Events.BadRequest({ error: refused })
           const { accountId, keyId } = yield* EventApi.CurrentAccount
-          const id = yield* subscriptions.create({ accountId, keyId, targetUrl: payload.targetUrl, event: payload.event })
+          // At the account's bound: the contract's 400, with the limit and how to make room.
+          const id = yield* subscriptions.create({ accountId, keyId, targetUrl: payload.targetUrl, event: payload.event }).pipe(
+            Effect.catchTag("TooManySubscriptions", (refused) => new Events.BadRequest({ error: limitSentence(refused) }))
+          )
           return { id }
         }))
       .handle("unsubscribe", ({ path }) =>

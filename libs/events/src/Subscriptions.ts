@@ -8,7 +8,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Events } from "@crm-relay/contract"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
-import { Effect, Option, Schema } from "effect"
+import { Context, Effect, Metric, Option, Schema } from "effect"
 import type { AccountId } from "./Accounts.js"
 import { type Page, pageOf, type UnknownCursor } from "./Page.js"
 
@@ -51,25 +51,68 @@ export type SubscriptionSummary = typeof SubscriptionSummary.Type
 export const receiving = (sql: SqlClient.SqlClient, kind: Events.EventKind) =>
   sql`removed_at IS NULL AND disabled_at IS NULL AND event IN ${sql.in(Events.subscribedEventsFor(kind))}`
 
+/**
+ * The most active subscriptions (disabled ones included: they still take part in the fan-out
+ * once enabled) an account may have; new ones past it are refused, existing ones keep working.
+ */
+export class SubscriptionLimit extends Context.Reference<SubscriptionLimit>()("@crm-relay/events/SubscriptionLimit", {
+  defaultValue: (): number => 100
+}) {}
+
+/** Subscribes refused because the account is at its bound (metric). */
+export const limitRefusals = Metric.counter("crm_relay_subscription_limit_refusals_total", {
+  description: "New subscriptions (POST /subscribe or the Integrations area) refused because the account has MAX_SUBSCRIPTIONS_PER_ACCOUNT active ones.",
+  incremental: true
+})
+
+/** A new subscription refused: the account already has `count` active ones, `limit` at most. */
+export class TooManySubscriptions extends Schema.TaggedError<TooManySubscriptions>()("TooManySubscriptions", {
+  accountId: Schema.String,
+  count: Schema.Number,
+  limit: Schema.Number
+}) {}
+
+/** The sentence of a `TooManySubscriptions` refusal: the limit, and how to see and remove the existing hooks. */
+export const limitSentence = (refused: { readonly accountId: string; readonly count: number; readonly limit: number }): string =>
+  `This account has ${refused.count} subscriptions, the most it may have is ${refused.limit}; ` +
+  `see them in the Integrations area (or ask your administrator: crm-relay subscriptions list --account ${refused.accountId}) ` +
+  `and remove one with DELETE /subscribe/{id} before adding another.`
+
 /** Creates, removes and lists subscriptions. */
 export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/events/Subscriptions", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const limit = yield* SubscriptionLimit
 
+    const InsertRequest = Schema.Struct({
+      accountId: Schema.String,
+      keyId: Schema.NullOr(Schema.String),
+      sessionId: Schema.NullOr(Schema.String),
+      targetUrl: Schema.String,
+      event: Schema.String
+    })
     const insert = SqlSchema.single({
-      Request: Schema.Struct({
-        accountId: Schema.String,
-        keyId: Schema.NullOr(Schema.String),
-        sessionId: Schema.NullOr(Schema.String),
-        targetUrl: Schema.String,
-        event: Schema.String
-      }),
+      Request: InsertRequest,
       Result: Schema.Struct({ id: SubscriptionId }),
       execute: (r) =>
         sql`INSERT INTO subscriptions (account_id, created_by_key_id, created_by_session, target_url, event)
             VALUES (${r.accountId}, ${r.keyId}, ${r.sessionId}, ${r.targetUrl}, ${r.event})
             RETURNING id`
     })
+    const countActive = (accountId: string) =>
+      Effect.map(
+        sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM subscriptions WHERE account_id = ${accountId} AND removed_at IS NULL`,
+        (rows) => rows[0]?.n ?? 0
+      )
+    // The account row locked first, then counted in a later statement (a later snapshot): two
+    // replicas subscribing at the bound at once take turns, and the second sees the first's row.
+    const insertBounded = (r: typeof InsertRequest.Type) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT id FROM accounts WHERE id = ${r.accountId} FOR UPDATE`
+        const count = yield* countActive(r.accountId)
+        if (count >= limit) return yield* new TooManySubscriptions({ accountId: r.accountId, count, limit })
+        return yield* insert(r)
+      }))
     const markRemoved = SqlSchema.findOne({
       Request: Schema.Struct({ accountId: Schema.String, id: Schema.String }),
       Result: Schema.Struct({ id: SubscriptionId }),
@@ -122,7 +165,11 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
         readonly targetUrl: string
         readonly event: string
       }) {
-        const row = yield* Effect.orDie(insert({ ...input, sessionId: input.sessionId ?? null }))
+        const row = yield* insertBounded({ ...input, sessionId: input.sessionId ?? null }).pipe(
+          Effect.catchAll((e) =>
+            e._tag === "TooManySubscriptions" ? Effect.zipRight(Metric.increment(limitRefusals), Effect.fail(e)) : Effect.die(e)
+          )
+        )
         yield* Audit.record("subscription.created", { account_id: input.accountId, subscription_id: row.id, event: input.event })
         return row.id
       }),
@@ -151,6 +198,12 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
         if (!isUuid(id) || !isUuid(accountId)) return Option.none<Subscription>()
         const rows = yield* Effect.orDie(allActive(accountId))
         return Option.fromNullable(rows.find((s) => s.id === id))
+      }),
+
+      /** How many active subscriptions (disabled ones included) the account has, and the most it may have. */
+      usage: Effect.fn("Subscriptions.usage")(function*(accountId: string) {
+        const count = isUuid(accountId) ? yield* Effect.orDie(countActive(accountId)) : 0
+        return { count, limit }
       }),
 
       /** The account's active subscriptions, oldest first. */

@@ -96,6 +96,11 @@ export const HooksCard = ({ client }: { readonly client: Client }) => {
         Every subscription of this account. After a platform lost a subscribe answer, check here before subscribing again: a repeat
         creates a duplicate hook.
       </p>
+      {hooks.data !== undefined && (
+        <p className="hint" data-testid="hook-usage">
+          {hooks.data.count} of {hooks.data.limit} hooks{hooks.data.count >= hooks.data.limit ? ": remove one before adding another." : ""}
+        </p>
+      )}
       <Status error={message.error ?? hooks.error} ok={message.ok} />
       {hooks.data !== undefined && hooks.data.hooks.length === 0 && <p className="empty">No hooks yet.</p>}
       {hooks.data !== undefined && hooks.data.hooks.length > 0 && (

@@ -101,6 +101,7 @@ const listSubscriptions = Command.make(
           json,
           page,
           [
+            `${page.count} of ${page.limit} subscriptions (MAX_SUBSCRIPTIONS_PER_ACCOUNT; disabled ones count).`,
             page.subscriptions.length === 0
               ? `Account ${account} has no active subscriptions.`
               : page.subscriptions.map(describeSubscription).join("\n"),
@@ -110,7 +111,7 @@ const listSubscriptions = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List an account's active subscriptions (REST hooks), oldest first. Each with its id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
+    "List an account's active subscriptions (REST hooks), oldest first, and how many of MAX_SUBSCRIPTIONS_PER_ACCOUNT it has. Each with its id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
   )
 )
 

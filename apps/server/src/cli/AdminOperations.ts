@@ -140,10 +140,11 @@ export const layerDirect = (settings: CliSettings): Layer.Layer<
         ),
       listSubscriptions: (accountId, page, removed = false) =>
         known(accountId).pipe(
-          Effect.flatMap(() => subscriptions.page(accountId, { ...pageOptions(page), removed })),
-          Effect.map((found) => ({
+          Effect.flatMap(() => Effect.zip(subscriptions.page(accountId, { ...pageOptions(page), removed }), subscriptions.usage(accountId))),
+          Effect.map(([found, usage]) => ({
             subscriptions: found.items.map(subscriptionView),
-            next_cursor: Option.getOrNull(found.nextCursor)
+            next_cursor: Option.getOrNull(found.nextCursor),
+            ...usage
           })),
           Effect.catchTag("UnknownCursor", () => Effect.fail(badCursor())),
           orDatabase
@@ -160,7 +161,7 @@ export const layerDirect = (settings: CliSettings): Layer.Layer<
     Effect.provide(Layer.mergeAll(
       Accounts.Accounts.Default,
       IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(keyTagsOf(settings))),
-      Subscriptions.Subscriptions.Default
+      Subscriptions.Subscriptions.Default.pipe(Layer.provide(Layer.succeed(Subscriptions.SubscriptionLimit, settings.maxSubscriptionsPerAccount)))
     ))
   )
 )

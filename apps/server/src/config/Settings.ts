@@ -162,6 +162,12 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   {
+    name: "MAX_SUBSCRIPTIONS_PER_ACCOUNT",
+    default: "100",
+    description: "Most active subscriptions (REST hooks) an account may have, disabled ones included, counted in the database across replicas; past it POST /subscribe and the Integrations area answer 400 saying so. Lowering it removes nothing: existing hooks keep receiving, only new ones are refused.",
+    secret: false
+  },
+  {
     name: "TRUSTED_PROXIES",
     default: "unset",
     description: "CIDR list of proxies whose X-Forwarded-For names the client address on the public port; from any other peer the header is ignored.",
@@ -471,6 +477,9 @@ export const HeapSettings = Config.map(
 )
 export type HeapSettings = Config.Config.Success<typeof HeapSettings>
 
+/** The bound on an account's active subscriptions (up to PostgreSQL's integer, which counts them). */
+export const maxSubscriptionsPerAccount = wholeNumber("MAX_SUBSCRIPTIONS_PER_ACCOUNT", 100, 1, 2_147_483_647)
+
 /** The settings `serve` needs. */
 export const Settings = Config.all({
   port,
@@ -489,7 +498,8 @@ export const Settings = Config.all({
   tracing: TracingSettings,
   publicEdge: PublicEdgeSettings,
   lifecycle: LifecycleSettings,
-  heap: HeapSettings
+  heap: HeapSettings,
+  maxSubscriptionsPerAccount
 })
 export type Settings = Config.Config.Success<typeof Settings>
 
@@ -502,6 +512,7 @@ export const CliSettings = Config.all({
   logLevel,
   masterKey,
   masterKeyPrevious,
-  portal: PortalSettings
+  portal: PortalSettings,
+  maxSubscriptionsPerAccount
 })
 export type CliSettings = Config.Config.Success<typeof CliSettings>

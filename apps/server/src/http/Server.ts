@@ -57,6 +57,10 @@ export const ServicesLive = Layer.mergeAll(
   Preview.Preview.Default
 )
 
+/** `layer` with the bound on an account's subscriptions, when one is given (every `Subscriptions` inside reads it). */
+const withSubscriptionLimit = <A, E, R>(layer: Layer.Layer<A, E, R>, limit: number | undefined) =>
+  limit === undefined ? layer : layer.pipe(Layer.provide(Layer.succeed(Subscriptions.SubscriptionLimit, limit)))
+
 /** How to serve, once the database is chosen. */
 export interface ServeOptions {
   readonly role: Role
@@ -85,6 +89,8 @@ export interface ServeOptions {
   } | undefined
   /** The public port's timeouts, budget, failed-key limit and trusted proxies (and the portal's budget); `defaultEdge` when not given. */
   readonly edge?: PublicEdge.PublicEdge | undefined
+  /** MAX_SUBSCRIPTIONS_PER_ACCOUNT; `Subscriptions.SubscriptionLimit`'s default when not given. */
+  readonly maxSubscriptionsPerAccount?: number | undefined
 }
 
 /** The settings' defaults, with no connection budget (tests; `serve` derives one from the open-file limit). */
@@ -243,7 +249,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
     Layer.provideMerge(ConnectionsLayers.layer(masterKeys)),
     Layer.provideMerge(options.bridge ?? BridgeLayers.Live),
     // One for the intake and the delivery runner: with ROLE all, the runner takes an outcome's deliveries from it.
-    Layer.provideMerge(Layer.mergeAll(servicesWith(masterKeys), Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default, ServeApi.platform))
+    Layer.provideMerge(Layer.mergeAll(servicesWith(masterKeys), Migrations.layer, JobHandoffs.JobHandoffs.Default, Readiness.Default, ServeApi.platform)),
+    (server) => withSubscriptionLimit(server, options.maxSubscriptionsPerAccount)
   )
 }
 
@@ -270,7 +277,8 @@ export const layer = (settings: Settings, overrides: { readonly publicHost?: str
         dataDir: Option.some(settings.dataDir),
         masterKeys,
         edge,
-        lifecycle: settings.lifecycle
+        lifecycle: settings.lifecycle,
+        maxSubscriptionsPerAccount: settings.maxSubscriptionsPerAccount
       })
     )
   ).pipe(

@@ -91,7 +91,13 @@ export type AccountPage = typeof AccountPage.Type
 export const KeyPage = Schema.Struct({ keys: Schema.Array(KeyView), next_cursor: nextCursor })
   .annotations({ identifier: "KeyPage" })
 export type KeyPage = typeof KeyPage.Type
-export const SubscriptionPage = Schema.Struct({ subscriptions: Schema.Array(SubscriptionView), next_cursor: nextCursor })
+/** A page of an account's subscriptions, with `count` of `limit`: its active ones (disabled included) and the most it may have. */
+export const SubscriptionPage = Schema.Struct({
+  subscriptions: Schema.Array(SubscriptionView),
+  next_cursor: nextCursor,
+  count: Schema.Int,
+  limit: Schema.Int
+})
   .annotations({ identifier: "SubscriptionPage" })
 export type SubscriptionPage = typeof SubscriptionPage.Type
 export const ConnectionPage = Schema.Struct({ connections: Schema.Array(ConnectionView), next_cursor: nextCursor })

@@ -101,9 +101,11 @@ const AccountListingLive = HttpApiBuilder.group(InternalApi, "accountListing", (
         Effect.zipRight(
           known(path.id),
           subscriptions.page(path.id, { ...urlParams, removed: urlParams.removed === "true" }).pipe(
-            Effect.map((page) => ({
+            Effect.zip(subscriptions.usage(path.id)),
+            Effect.map(([page, usage]) => ({
               subscriptions: page.items.map(subscriptionView),
-              next_cursor: Option.getOrNull(page.nextCursor)
+              next_cursor: Option.getOrNull(page.nextCursor),
+              ...usage
             })),
             Effect.catchTag("UnknownCursor", badCursor)
           )

@@ -41,6 +41,8 @@ export const messages = {
   unknownPush: "No CRM push with this id exists in this account.",
   unknownRecovery: "No recovery with this id exists in this account.",
   disabledHere: "Disabled in the Integrations area.",
+  tooManyHooks: (count: number, limit: number) =>
+    `This account has ${count} hooks, the most it may have is ${limit}; remove one in the list above (or through DELETE /subscribe/{id}) before adding another.`,
   pushSucceeded: "This CRM push succeeded; there is nothing to replay.",
   notAllowed: (mode: string) =>
     `This is a ${mode} account: its calls never reach a real CRM, so a CRM bridge cannot be connected. ` +
@@ -179,7 +181,8 @@ const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) 
         const removed = views.filter((h) => h.removed_at !== null)
           .sort((a, b) => (b.removed_at ?? "").localeCompare(a.removed_at ?? ""))
           .slice(0, REMOVED_SHOWN)
-        return { hooks: views.filter((h) => h.removed_at === null), removed }
+        const { count, limit } = yield* subscriptions.usage(accountId)
+        return { hooks: views.filter((h) => h.removed_at === null), removed, count, limit }
       })
     return handlers
       .handle("list", () => Effect.flatMap(CurrentSession, ({ accountId }) => hooksOf(accountId)))
@@ -192,7 +195,7 @@ const HooksLive = HttpApiBuilder.group(PortalApi.PortalApi, "hooks", (handlers) 
             sessionId,
             targetUrl: payload.target_url,
             event: payload.event
-          })
+          }).pipe(Effect.catchTag("TooManySubscriptions", (refused) => new Events.BadRequest({ error: messages.tooManyHooks(refused.count, refused.limit) })))
           const hook = (yield* hooksOf(accountId)).hooks.find((h) => h.id === id)
           if (hook === undefined) return yield* Effect.dieMessage("A created hook vanished")
           return hook
