@@ -11,7 +11,9 @@
  * shutdown); registering from inside the Layer keeps both with the kind.
  * Every register Layer needs the one `DestinationKinds` of the app, so the
  * registry is a single shared instance, filled while the app's Layers are
- * built and only read afterwards.
+ * built and only read afterwards. Layers are memoized by reference, so
+ * one register Layer named twice registers once; two Layers claiming one
+ * kind name are a defect at build.
  */
 import { Context, Effect, Layer } from "effect"
 import { Destination, DestinationRefused, type DestinationService } from "./Destination.js"
