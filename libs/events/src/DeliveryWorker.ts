@@ -26,10 +26,12 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Egress, EgressError, EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, type Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
+import type { Vault } from "@crm-relay/store/Vault"
 import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
 import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
+import { Destinations } from "./Destinations.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
 import { SigningSecrets } from "./SigningSecrets.js"
@@ -134,12 +136,24 @@ export const makeHandler = (
   policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY
 ) => Effect.gen(function*() {
   const kinds = yield* DestinationKinds
-  // Every delivery row is a subscription's webhook today; a row naming its destination picks the kind here.
+  const destinations = yield* Destinations
+  // A REST hook (no destination) is a webhook to its target URL.
   const webhook: DestinationService = yield* Effect.orDie(kinds.get(WebhookDestination.KIND))
-  const targetOf = (job: JobQueue.Job<DeliveryJob>): Target => ({
-    config: { url: job.data.target_url },
-    credentials: Option.none()
-  })
+  const restHook = (job: JobQueue.Job<DeliveryJob>): Target => ({ config: { url: job.data.target_url }, credentials: Option.none() })
+  // A destination never changes (it is removed and created anew), so its kind and unsealed target are kept.
+  const loaded = new Map<string, { readonly destination: DestinationService; readonly target: Target }>()
+  const MAX_KEPT = 10_000
+  const destinationOf = (job: JobQueue.Job<DeliveryJob>) => {
+    const id = job.data.destination_id
+    if (id === null) return Effect.succeed({ destination: webhook, target: restHook(job) })
+    const known = loaded.get(id)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.tap(destinations.load(id), (found) =>
+      Effect.sync(() => {
+        if (loaded.size >= MAX_KEPT) loaded.clear()
+        loaded.set(id, found)
+      }))
+  }
   const secrets = yield* SigningSecrets
   const sql = yield* SqlClient.SqlClient
   const clock = yield* Effect.clock
@@ -173,7 +187,7 @@ export const makeHandler = (
       if (Either.isLeft(key)) {
         return unsent(failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY))
       }
-      const publishing = webhook.publish({
+      const publishing = Effect.flatMap(destinationOf(job), ({ destination, target }) => destination.publish({
         id: job.id,
         accountId: job.data.account_id,
         headers: WebhookSigner.headers({
@@ -187,8 +201,12 @@ export const makeHandler = (
           body: job.data.body
         }),
         body: job.data.body,
-        target: targetOf(job)
-      })
+        target
+      })).pipe(
+        // The destination cannot be loaded (its kind is not served by this process, its credentials do not open): not sent.
+        Effect.catchTag("DestinationRefused", (refused) =>
+          Effect.succeed<Outcome>({ _tag: "Permanent", errorClass: "destination_unavailable", error: refused.message, statusCode: null }))
+      )
       return Effect.map(publishing, (outcome): Attempted => ({
         classified: fromOutcome(outcome),
         durationMs: outcome.durationMs ?? clock.unsafeCurrentTimeMillis() - startedAt
@@ -332,7 +350,7 @@ export const makeHandler = (
  */
 export const runWithKinds = (
   options: DeliveryWorkerOptions = {}
-): Effect.Effect<never, never, DestinationKinds | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
+): Effect.Effect<never, never, DestinationKinds | Destinations | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
   Effect.flatMap(makeHandler(options.autoDisable), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
 
 /** The registry of the webhook kind alone, over the context's Egress. */
@@ -341,5 +359,5 @@ export const webhookOnly: Layer.Layer<DestinationKinds, never, Egress> = Destina
 /** `runWithKinds` with the webhook kind alone (over the context's Egress). */
 export const run = (
   options: DeliveryWorkerOptions = {}
-): Effect.Effect<never, never, Egress | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
-  runWithKinds(options).pipe(Effect.provide(webhookOnly))
+): Effect.Effect<never, never, Egress | Vault | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
+  runWithKinds(options).pipe(Effect.provide(Destinations.Default.pipe(Layer.provideMerge(webhookOnly))))

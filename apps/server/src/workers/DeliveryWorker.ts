@@ -7,7 +7,7 @@
  */
 import type { Egress } from "@crm-relay/bridge"
 import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
-import type { Notifier } from "@crm-relay/store"
+import type { Notifier, Vault } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
 import { deliveryMaxPerOrigin } from "../config/Settings.js"
@@ -15,7 +15,7 @@ import type * as Workers from "./Workers.js"
 
 /** The webhook delivery worker with `options` (e.g. the auto-disable policy from the settings). */
 export const deliveryWorkerWith = (options: DeliveryWorker.DeliveryWorkerOptions): Workers.Worker<
-  Egress | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
+  Egress | Vault.Vault | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
 > => ({
   name: "webhook-delivery",
   // DELIVERY_MAX_PER_ORIGIN was checked with the other settings at start.
