@@ -6,16 +6,18 @@
  * event, disabled, enabled and removed. The public Event API keeps its three
  * pairs: its unsubscribe cannot touch a destination.
  */
+import { FetchHttpClient } from "@effect/platform"
 import { expect, layer } from "@effect/vitest"
 import type { DestinationView } from "@crm-relay/contract/Destinations"
 import type { DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import { TestDatabase } from "@crm-relay/store"
-import { Context, Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
+import { DestinationOperations, layerRemote } from "../src/cli/DestinationOperations.js"
 import * as Server from "../src/http/Server.js"
 import { bridgeSide } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver } from "./support/Pipeline.js"
-import { accountWithKey, adminRequest, type Answer, bearer, layerServer, leadOutcome, request } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, layerServer, leadOutcome, request } from "./support/TestServer.js"
 
 class Harness extends Context.Tag("test/DestinationsHarness")<Harness, {
   readonly admin: string
@@ -104,4 +106,19 @@ layer(harness, { excludeTestServices: true })("destinations on the internal API"
       expect((yield* admin("GET", `/v1/accounts/${accountId}/destinations/${destination.id}`)).status).toBe(404)
       expect((yield* admin("GET", `/v1/accounts/${accountId}/destinations`)).json).toEqual({ items: [] })
     }))
+
+  it.effect("The CLI's operations (remote mode) create, list, disable and remove through the same API, and show the API's refusal sentence", () =>
+    Effect.gen(function*() {
+      const h = yield* Harness
+      const { accountId } = yield* accountWithKey()
+      const operations = yield* DestinationOperations
+      const refused = yield* Effect.flip(operations.create(accountId, { kind: "webhook", name: "Bad", event: "all", config: { url: "ftp://x.example" } }))
+      expect(refused.message).toBe("The webhook URL must start with https://.")
+      const created = yield* operations.create(accountId, { kind: "webhook", name: "CLI", event: "booking", config: { url: h.hooks.url("/cli") } })
+      expect((yield* operations.list(accountId)).map((d) => d.id)).toEqual([created.id])
+      expect(yield* operations.disable(accountId, created.id, Option.none())).toEqual({ id: created.id, outcome: "disabled" })
+      yield* operations.remove(accountId, created.id)
+      expect((yield* Effect.flip(operations.show(accountId, created.id))).message).toBe("No destination of this account has this id.")
+    }).pipe(Effect.provide(Layer.unwrapEffect(Effect.map(Harness, (h) =>
+      layerRemote(h.admin, Redacted.make(ADMIN_TOKEN)).pipe(Layer.provide(FetchHttpClient.layer)))))))
 })
