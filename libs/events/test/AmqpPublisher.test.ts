@@ -6,17 +6,31 @@
 import { expect, layer } from "@effect/vitest"
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
 import { RabbitmqConfig, RabbitmqCredentials } from "@crm-relay/contract/Destinations/Rabbitmq"
-import { BrokerProcess, Eventually, RabbitMqServer } from "@crm-relay/testing"
+import { BrokerProcess, Certificate, Eventually, RabbitMqServer } from "@crm-relay/testing"
 import * as amqp from "amqplib"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as AmqpPublisher from "../src/internal/brokers/AmqpPublisher.js"
 import type { BrokerMessage, PublishOutcome } from "../src/internal/brokers/BrokerMessage.js"
 
-class Rabbit extends Context.Tag("test/Rabbit")<Rabbit, RabbitMqServer.RabbitMqServer>() {}
+/** The private broker, with an amqps:// listener whose certificate (signed by `ca`) names broker.localhost only. */
+interface TestBroker extends RabbitMqServer.RabbitMqServer {
+  readonly ca: string
+}
+class Rabbit extends Context.Tag("test/Rabbit")<Rabbit, TestBroker>() {}
 
 const Live = Layer.mergeAll(
-  Layer.scoped(Rabbit, Effect.orDie(RabbitMqServer.start)),
-  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(Layer.provide(DnsResolver.layerSystem)),
+  Layer.scoped(
+    Rabbit,
+    Effect.gen(function*() {
+      const tls = yield* Certificate.generateTlsMaterial({ dnsNames: ["broker.localhost"], ips: [] })
+      const server = yield* RabbitMqServer.startWith({ tls })
+      return { ...server, ca: tls.ca }
+    }).pipe(Effect.orDie)
+  ),
+  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(
+    // Test names resolve to loopback; any other name is NXDOMAIN.
+    Layer.provide(DnsResolver.layerStatic({ "broker.localhost": ["127.0.0.1"], "other.localhost": ["127.0.0.1"] }))
+  ),
   Logger.minimumLogLevel(LogLevel.None)
 )
 
@@ -112,6 +126,27 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
         "webhook-timestamp": sent.headers["webhook-timestamp"],
         "webhook-signature": sent.headers["webhook-signature"]
       })
+    }))
+
+  it.scoped("TLS by default: amqps:// to the pinned address, the certificate verified against the URL's host name", () =>
+    Effect.gen(function*() {
+      const server = yield* Rabbit
+      yield* bound("crm.tls", "tls-leads", "lead.*")
+      const tlsConfig = (host: string) =>
+        Schema.decodeSync(RabbitmqConfig)({ url: `amqps://${host}:${server.tlsPort}`, exchange: "crm.tls", routingKey: "lead.created" })
+      const options = { extraCa: [server.ca] }
+      expect(yield* AmqpPublisher.check(tlsConfig("broker.localhost"), credentials(server), options)).toMatchObject({ _tag: "Ok" })
+      const publisher = yield* AmqpPublisher.make(tlsConfig("broker.localhost"), credentials(server), options)
+      const sent = message()
+      expect((yield* publisher.publish(sent))._tag).toBe("Delivered")
+      const [received] = yield* drain("tls-leads", 1)
+      expect(received!.properties.messageId).toBe(sent.messageId)
+      // Same address, another name: the certificate does not name it, so TLS refuses.
+      const other = yield* AmqpPublisher.check(tlsConfig("other.localhost"), credentials(server), options)
+      expect(other._tag === "Refused" && other.reason).toMatch(/^TLS with the RabbitMQ broker at other\.localhost:\d+ failed/)
+      // Without the test CA the certificate is not trusted.
+      const untrusted = yield* AmqpPublisher.check(tlsConfig("broker.localhost"), credentials(server))
+      expect(untrusted._tag === "Refused" && untrusted.reason).toMatch(/^TLS with the RabbitMQ broker/)
     }))
 
   it.scoped("mandatory: an unroutable message is a permanent failure with the broker's reason", () =>

@@ -6,24 +6,40 @@
 import { expect, layer } from "@effect/vitest"
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
 import { NatsConfig, type NatsCredentials } from "@crm-relay/contract/Destinations/Nats"
-import { BrokerProcess, Eventually, NatsServer } from "@crm-relay/testing"
+import { BrokerProcess, Certificate, Eventually, NatsServer } from "@crm-relay/testing"
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
-import { connect } from "@nats-io/transport-node"
+import { connect, type NodeConnectionOptions } from "@nats-io/transport-node"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import type { BrokerMessage, PublishOutcome } from "../src/internal/brokers/BrokerMessage.js"
 import * as JetStreamPublisher from "../src/internal/brokers/JetStreamPublisher.js"
 
-class Nats extends Context.Tag("test/Nats")<Nats, NatsServer.NatsServer>() {}
+/** The private server, requiring TLS with a certificate (signed by `ca`) for broker.localhost and 127.0.0.1. */
+interface TestServer extends NatsServer.NatsServer {
+  readonly ca: string
+}
+class Nats extends Context.Tag("test/Nats")<Nats, TestServer>() {}
 
 const Live = Layer.mergeAll(
-  Layer.scoped(Nats, Effect.orDie(NatsServer.start)),
-  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(Layer.provide(DnsResolver.layerSystem)),
+  Layer.scoped(
+    Nats,
+    Effect.gen(function*() {
+      const tls = yield* Certificate.generateTlsMaterial({ dnsNames: ["broker.localhost"], ips: ["127.0.0.1"] })
+      const server = yield* NatsServer.startWith({ tls })
+      return { ...server, ca: tls.ca }
+    }).pipe(Effect.orDie)
+  ),
+  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(
+    // Test names resolve to loopback; any other name is NXDOMAIN.
+    Layer.provide(DnsResolver.layerStatic({ "broker.localhost": ["127.0.0.1"], "other.localhost": ["127.0.0.1"] }))
+  ),
   Logger.minimumLogLevel(LogLevel.None)
 )
 
-const config = (server: NatsServer.NatsServer, subject: string, url = server.url) => Schema.decodeSync(NatsConfig)({ url, subject })
+// TLS by default: the publisher connects to tls://broker.localhost, pinned to 127.0.0.1, verifying that name.
+const config = (server: TestServer, subject: string, url = `tls://broker.localhost:${server.port}`) =>
+  Schema.decodeSync(NatsConfig)({ url, subject })
 
-const credentials = (server: NatsServer.NatsServer, password = server.password): NatsCredentials => ({
+const credentials = (server: TestServer, password = server.password): NatsCredentials => ({
   _tag: "UserPassword",
   user: server.user,
   password: Redacted.make(password)
@@ -44,11 +60,17 @@ const message = (label = "lead"): BrokerMessage => {
   }
 }
 
+// The client names 127.0.0.1 "localhost" for TLS; name the certificate's host instead (passed on to tls.connect).
+const testTls = (server: TestServer) => {
+  const options: NonNullable<NodeConnectionOptions["tls"]> & { readonly servername: string } = { ca: server.ca, servername: "broker.localhost" }
+  return options
+}
+
 /** The test's own JetStream manager on the private server, closed with the scope. */
 const manager = Effect.gen(function*() {
   const server = yield* Nats
   const connection = yield* Effect.acquireRelease(
-    Effect.promise(() => connect({ servers: `127.0.0.1:${server.port}`, user: server.user, pass: server.password })),
+    Effect.promise(() => connect({ servers: `127.0.0.1:${server.port}`, user: server.user, pass: server.password, tls: testTls(server) })),
     (connection) => Effect.promise(() => connection.close().catch(() => {}))
   )
   const jsm = yield* Effect.promise(() => jetstreamManager(connection))
@@ -85,7 +107,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
     Effect.gen(function*() {
       const server = yield* Nats
       yield* stream("LEADS", "crm.leads")
-      const publisher = yield* JetStreamPublisher.make(config(server, "crm.leads"), credentials(server))
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.leads"), credentials(server), { extraCa: [server.ca] })
       const sent = message()
       expect(yield* publisher.publish(sent)).toMatchObject({ _tag: "Delivered" })
       const { connection } = yield* manager
@@ -99,11 +121,24 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
       }
     }))
 
+  it.scoped("TLS by default: the certificate is verified against the URL's host name, not the pinned address", () =>
+    Effect.gen(function*() {
+      const server = yield* Nats
+      yield* stream("TLS", "crm.tls")
+      const other = yield* JetStreamPublisher.check(config(server, "crm.tls", `tls://other.localhost:${server.port}`), credentials(server), {
+        extraCa: [server.ca]
+      })
+      expect(other._tag === "Refused" && other.reason).toMatch(/^TLS with the NATS server at other\.localhost:\d+ failed/)
+      const untrusted = yield* JetStreamPublisher.check(config(server, "crm.tls"), credentials(server))
+      expect(untrusted._tag === "Refused" && untrusted.reason).toMatch(/^TLS with the NATS server at broker\.localhost/)
+      expect(yield* JetStreamPublisher.check(config(server, "crm.tls"), credentials(server), { extraCa: [server.ca] })).toMatchObject({ _tag: "Ok" })
+    }))
+
   it.scoped("JetStream's Nats-Msg-Id deduplicates redeliveries: the same delivery published twice is stored once", () =>
     Effect.gen(function*() {
       const server = yield* Nats
       yield* stream("DEDUP", "crm.dedup")
-      const publisher = yield* JetStreamPublisher.make(config(server, "crm.dedup"), credentials(server))
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.dedup"), credentials(server), { extraCa: [server.ca] })
       const sent = message()
       expect((yield* publisher.publish(sent))._tag).toBe("Delivered")
       expect((yield* publisher.publish(sent))._tag).toBe("Delivered")
@@ -115,7 +150,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
   it.scoped("no stream for the subject is a permanent failure with the reason", () =>
     Effect.gen(function*() {
       const server = yield* Nats
-      const publisher = yield* JetStreamPublisher.make(config(server, "crm.nowhere"), credentials(server))
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.nowhere"), credentials(server), { extraCa: [server.ca] })
       const outcome = yield* publisher.publish(message())
       expect(outcome).toMatchObject({ _tag: "Permanent", reason: "No JetStream stream captures the subject crm.nowhere." })
     }))
@@ -124,24 +159,25 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
     Effect.gen(function*() {
       const server = yield* Nats
       yield* stream("CHECKED", "crm.checked.>")
-      expect(yield* JetStreamPublisher.check(config(server, "crm.checked.leads"), credentials(server))).toMatchObject({ _tag: "Ok" })
-      const missing = yield* JetStreamPublisher.check(config(server, "crm.unchecked"), credentials(server))
+      expect(yield* JetStreamPublisher.check(config(server, "crm.checked.leads"), credentials(server), { extraCa: [server.ca] })).toMatchObject({ _tag: "Ok" })
+      const missing = yield* JetStreamPublisher.check(config(server, "crm.unchecked"), credentials(server), { extraCa: [server.ca] })
       expect(missing._tag === "Refused" && missing.reason).toBe(
-        `No JetStream stream on the NATS server at 127.0.0.1:${server.port} captures the subject crm.unchecked.`
+        `No JetStream stream on the NATS server at broker.localhost:${server.port} captures the subject crm.unchecked.`
       )
-      const wrong = yield* JetStreamPublisher.check(config(server, "crm.checked.leads"), credentials(server, "wrong-password"))
+      const wrong = yield* JetStreamPublisher.check(config(server, "crm.checked.leads"), credentials(server, "wrong-password"), { extraCa: [server.ca] })
       expect(wrong._tag === "Refused" && wrong.reason).toBe(
-        `The NATS server at 127.0.0.1:${server.port} refused the credentials (wrong user name, password or token).`
+        `The NATS server at broker.localhost:${server.port} refused the credentials (wrong user name, password or token).`
       )
       const port = yield* BrokerProcess.freePort
-      const nobody = yield* JetStreamPublisher.check(config(server, "crm.checked.leads", `nats://127.0.0.1:${port}`), credentials(server))
+      const nobody = yield* JetStreamPublisher.check(config(server, "crm.checked.leads", `nats://127.0.0.1:${port}`), credentials(server), { extraCa: [server.ca] })
       expect(nobody._tag === "Refused" && nobody.reason).toBe(`The NATS server at 127.0.0.1:${port} refused the connection (ECONNREFUSED).`)
     }))
 
   it.scoped("egress: a plain nats:// URL to an address EGRESS_ALLOW_PRIVATE does not allow is refused before connecting", () =>
     Effect.gen(function*() {
       const server = yield* Nats
-      const outcome = yield* JetStreamPublisher.check(config(server, "crm.checked.leads"), credentials(server)).pipe(
+      const plain = config(server, "crm.checked.leads", `nats://127.0.0.1:${server.port}`)
+      const outcome = yield* JetStreamPublisher.check(plain, credentials(server), { extraCa: [server.ca] }).pipe(
         Effect.provide(BrokerEgress.layerWith([]).pipe(Layer.provide(DnsResolver.layerSystem)))
       )
       expect(outcome._tag === "Refused" && outcome.reason).toContain("loopback")
@@ -151,7 +187,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
     Effect.gen(function*() {
       const server = yield* Nats
       yield* stream("FAULTS", "crm.faults")
-      const publisher = yield* JetStreamPublisher.make(config(server, "crm.faults"), credentials(server), { timeoutMs: 2000 })
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.faults"), credentials(server), { timeoutMs: 2000, extraCa: [server.ca] })
       const first = message("before")
       expect((yield* publisher.publish(first))._tag).toBe("Delivered")
       yield* server.stop
@@ -170,7 +206,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
     Effect.gen(function*() {
       const server = yield* Nats
       yield* stream("BURST", "crm.burst")
-      const publisher = yield* JetStreamPublisher.make(config(server, "crm.burst"), credentials(server), { timeoutMs: 2000 })
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.burst"), credentials(server), { timeoutMs: 2000, extraCa: [server.ca] })
       const burst = Array.from({ length: 300 }, (_, index) => message(`burst-${index}`))
       const delivered = { count: 0 }
       const restart = Effect.gen(function*() {

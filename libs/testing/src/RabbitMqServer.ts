@@ -12,6 +12,7 @@ import * as Path from "node:path"
 import type { Scope } from "effect"
 import * as BrokerProcess from "./BrokerProcess.js"
 import { BrokerUnavailable, type Child } from "./BrokerProcess.js"
+import type { TlsMaterial } from "./Certificate.js"
 
 /** A running private RabbitMQ. */
 export interface RabbitMqServer {
@@ -21,6 +22,8 @@ export interface RabbitMqServer {
   /** The one user, allowed everything on the default virtual host "/". */
   readonly user: string
   readonly password: string
+  /** The TLS listener's port, when started with TLS material (`amqps://`). */
+  readonly tlsPort: number | undefined
   /** Stops the broker (SIGTERM, it shuts down cleanly); its data stays. */
   readonly stop: Effect.Effect<void>
   /** Starts it again on the same port and data; waits until it is ready. */
@@ -35,7 +38,10 @@ const connectionStart = (received: Buffer) =>
   received.length < 11 ? undefined : received[0] === 1 && received.readUInt16BE(7) === 10 && received.readUInt16BE(9) === 10
 
 /** Starts a private RabbitMQ for the scope; fails with a sentence naming the package when it is not installed. */
-export const start: Effect.Effect<RabbitMqServer, BrokerUnavailable, Scope.Scope> = Effect.gen(function*() {
+export const start: Effect.Effect<RabbitMqServer, BrokerUnavailable, Scope.Scope> = Effect.suspend(() => startWith())
+
+/** `start`, with an `amqps://` listener too when `tls` (a server certificate and key) is given. */
+export const startWith = (options: { readonly tls?: TlsMaterial } = {}) => Effect.gen(function*() {
   const server = yield* BrokerProcess.findProgram("rabbitmq-server", "rabbitmq-server", [
     "/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/rabbitmq-server"
   ]).pipe(
@@ -48,6 +54,15 @@ export const start: Effect.Effect<RabbitMqServer, BrokerUnavailable, Scope.Scope
   const epmd = yield* BrokerProcess.findProgram("epmd", "erlang-base", ["/usr/lib/erlang/erts-*/bin/epmd"])
   const dir = yield* BrokerProcess.tempDir("crm-relay-rabbitmq-")
   const [port, distPort, epmdPort] = [yield* BrokerProcess.freePort, yield* BrokerProcess.freePort, yield* BrokerProcess.freePort]
+  const tlsPort = options.tls === undefined ? undefined : yield* BrokerProcess.freePort
+  const tlsLines = options.tls === undefined ? [] : [
+    `listeners.ssl.1 = 127.0.0.1:${tlsPort}`,
+    `ssl_options.cacertfile = ${writePem(dir, "ca.pem", options.tls.ca)}`,
+    `ssl_options.certfile = ${writePem(dir, "cert.pem", options.tls.cert)}`,
+    `ssl_options.keyfile = ${writePem(dir, "key.pem", options.tls.key)}`,
+    "ssl_options.verify = verify_none",
+    "ssl_options.fail_if_no_peer_cert = false"
+  ]
   const user = "relay"
   const password = randomBytes(12).toString("hex")
   const home = Path.join(dir, "home")
@@ -60,7 +75,8 @@ export const start: Effect.Effect<RabbitMqServer, BrokerUnavailable, Scope.Scope
       `default_pass = ${password}`,
       "loopback_users = none",
       // Tests fill no disk worth speaking of; the default alarm would block publishers on a full /tmp.
-      "disk_free_limit.absolute = 1MB"
+      "disk_free_limit.absolute = 1MB",
+      ...tlsLines
     ].join("\n") + "\n"
   )
   Fs.writeFileSync(Path.join(dir, "enabled_plugins"), "[].\n")
@@ -99,5 +115,11 @@ export const start: Effect.Effect<RabbitMqServer, BrokerUnavailable, Scope.Scope
   })
   yield* Effect.addFinalizer(() => stop)
   yield* startServer
-  return { port, url: `amqp://127.0.0.1:${port}`, user, password, stop, start: startServer } satisfies RabbitMqServer
+  return { port, url: `amqp://127.0.0.1:${port}`, user, password, tlsPort, stop, start: startServer } satisfies RabbitMqServer
 })
+
+const writePem = (dir: string, name: string, pem: string) => {
+  const file = Path.join(dir, name)
+  Fs.writeFileSync(file, pem, { mode: 0o600 })
+  return file
+}
