@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
 import { RabbitmqConfig, RabbitmqCredentials } from "@crm-relay/contract/Destinations/Rabbitmq"
-import { BrokerProcess, Certificate, Eventually, RabbitMqServer } from "@crm-relay/testing"
+import { BrokerProcess, Certificate, Eventually, RabbitMqServer, SilentListener } from "@crm-relay/testing"
 import * as amqp from "amqplib"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as AmqpPublisher from "../src/internal/brokers/AmqpPublisher.js"
@@ -201,6 +201,22 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
         Effect.provide(BrokerEgress.layerWith([]).pipe(Layer.provide(DnsResolver.layerSystem)))
       )
       expect(outcome._tag === "Refused" && outcome.reason).toContain("loopback")
+    }))
+
+  it.scoped("a silent broker (accepts, never answers) is transient within the publisher's timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* Rabbit
+      const silent = yield* SilentListener.start
+      const publisher = yield* AmqpPublisher.make(
+        Schema.decodeSync(RabbitmqConfig)({ url: `amqp://127.0.0.1:${silent.port}`, exchange: "crm.events", routingKey: "x" }),
+        credentials(server),
+        { timeoutMs: 500 }
+      )
+      const outcome = yield* publisher.publish(message())
+      expect(outcome._tag).toBe("Transient")
+      expect(reason(outcome)).toMatch(/^[A-Z].*\.$/)
+      expect(reason(outcome)).toContain(`127.0.0.1:${silent.port}`)
+      expect(silent.connections()).toBeGreaterThan(0)
     }))
 
   it.scoped("broker stopped: transient, then after a restart the same message is delivered, nothing lost", () =>

@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
 import { NatsConfig, type NatsCredentials } from "@crm-relay/contract/Destinations/Nats"
-import { BrokerProcess, Certificate, Eventually, NatsServer } from "@crm-relay/testing"
+import { BrokerProcess, Certificate, Eventually, NatsServer, SilentListener } from "@crm-relay/testing"
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
@@ -181,6 +181,20 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
         Effect.provide(BrokerEgress.layerWith([]).pipe(Layer.provide(DnsResolver.layerSystem)))
       )
       expect(outcome._tag === "Refused" && outcome.reason).toContain("loopback")
+    }))
+
+  it.scoped("a silent server (accepts, never answers) is transient within the publisher's timeout", () =>
+    Effect.gen(function*() {
+      const server = yield* Nats
+      const silent = yield* SilentListener.start
+      const publisher = yield* JetStreamPublisher.make(config(server, "crm.leads", `nats://127.0.0.1:${silent.port}`), credentials(server), {
+        timeoutMs: 500
+      })
+      const outcome = yield* publisher.publish(message())
+      expect(outcome._tag).toBe("Transient")
+      expect(reason(outcome)).toMatch(/^[A-Z].*\.$/)
+      expect(reason(outcome)).toContain(`127.0.0.1:${silent.port}`)
+      expect(silent.connections()).toBeGreaterThan(0)
     }))
 
   it.scoped("server stopped: transient, then after a restart the same message is delivered, nothing lost", () =>
