@@ -8,6 +8,8 @@
  * are never shown again.
  */
 import { Schema } from "effect"
+import { NatsConfig } from "./Destinations/Nats.js"
+import { RabbitmqConfig } from "./Destinations/Rabbitmq.js"
 import { Json } from "./Values.js"
 
 const urlWith = (schemes: ReadonlyArray<string>, what: string) =>
@@ -27,61 +29,40 @@ export const WebhookConfig = Schema.Struct({
 }).annotations({ identifier: "WebhookDestinationConfig" })
 export type WebhookConfig = typeof WebhookConfig.Type
 
-/** RabbitMQ's exchange names: letters, digits, `-_.:`, at most 255; `amq.` names are the broker's own. */
-export const ExchangeName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9\-_.:]{1,255}$/, {
-    message: () => "The exchange name must be 1 to 255 letters, digits, '-', '_', '.' or ':'."
-  }),
-  Schema.filter((name) => name.startsWith("amq.") ? "Names starting with amq. are reserved by RabbitMQ." : undefined)
-)
-
-/** An AMQP short string: at most 255 bytes. */
-export const RoutingKey = Schema.String.pipe(
-  Schema.filter((key) => Buffer.byteLength(key, "utf8") <= 255 ? undefined : "The routing key must be at most 255 bytes.")
-)
+export { AmqpUrl, ExchangeName, RabbitmqConfig, RabbitmqCredentials, RoutingKey } from "./Destinations/Rabbitmq.js"
+export { NatsConfig, NatsCredentials, NatsUrl, StreamName, Subject } from "./Destinations/Nats.js"
 
 /**
- * A RabbitMQ exchange (AMQP 0-9-1): messages are persistent, published with confirms and
- * `mandatory` (an unroutable message is a failed attempt). `amqps://` by default; `amqp://`
- * only toward an address `EGRESS_ALLOW_PRIVATE` allows.
+ * A RabbitMQ exchange (AMQP 0-9-1) as sent: messages are persistent, published with confirms and
+ * `mandatory` (an unroutable message is a failed attempt). `amqps://` by default; `amqp://` only
+ * toward an address `EGRESS_ALLOW_PRIVATE` allows. Credentials: `{username, password}`.
  */
-export const RabbitMqConfig = Schema.Struct({
-  url: urlWith(["amqps:", "amqp:"], "The RabbitMQ URL"),
-  exchange: ExchangeName,
-  routing_key: RoutingKey
-}).annotations({ identifier: "RabbitMqDestinationConfig" })
-export type RabbitMqConfig = typeof RabbitMqConfig.Type
-
-/** A NATS subject to publish to: dot-separated tokens, no wildcards or whitespace. */
-export const Subject = Schema.String.pipe(
-  Schema.pattern(/^[^.\s*>]+(\.[^.\s*>]+)*$/, {
-    message: () => "The subject must be dot-separated tokens without spaces, '*' or '>'."
-  }),
-  Schema.maxLength(255)
-)
-
-/** A JetStream stream name: no spaces, '.', '*', '>', '/' or '\'. */
-export const StreamName = Schema.String.pipe(
-  Schema.pattern(/^[^\s.*>/\\]{1,255}$/, { message: () => "The stream name must have no spaces, '.', '*', '>', '/' or '\\'." })
-)
+export const RabbitmqConfigJson = Schema.encodedBoundSchema(RabbitmqConfig).annotations({
+  identifier: "RabbitmqDestinationConfig",
+  description: "url (amqps://host[:port][/vhost]), exchange, routing_key. Credentials: {username, password}."
+})
 
 /**
- * A NATS JetStream subject on a stream: the publish ack is the receipt; the `webhook-id` is the
+ * A NATS JetStream subject as sent: the publish ack is the receipt; the `webhook-id` is the
  * `Nats-Msg-Id`, so the stream drops a redelivery. `tls://` by default; `nats://` only toward an
- * address `EGRESS_ALLOW_PRIVATE` allows.
+ * address `EGRESS_ALLOW_PRIVATE` allows. Credentials: `{user, password}` or `{token}`.
  */
-export const NatsConfig = Schema.Struct({
-  url: urlWith(["tls:", "nats:"], "The NATS URL"),
-  subject: Subject,
-  stream: StreamName
-}).annotations({ identifier: "NatsDestinationConfig" })
-export type NatsConfig = typeof NatsConfig.Type
+export const NatsConfigJson = Schema.encodedBoundSchema(NatsConfig).annotations({
+  identifier: "NatsDestinationConfig",
+  description: "url (tls://host[:port]), subject, optional stream that must capture it. Credentials: {user, password} or {token}."
+})
 
 /** A kind's configuration as sent and shown: a JSON object (its kind's Schema above checks it). */
 export const DestinationConfig = Schema.Record({ key: Schema.String, value: Json }).annotations({
   identifier: "DestinationConfig",
-  description: "The kind's configuration: webhook {url}; rabbitmq {url, exchange, routing_key}; nats {url, subject, stream}."
+  description: "The kind's configuration: webhook {url}; rabbitmq {url, exchange, routing_key}; nats {url, subject, stream?}."
 })
+
+/**
+ * What a create request's `config` may be: one of the kinds' Schemas (so the OpenAPI document shows
+ * them), or any object for a kind this document does not list; the kind's own Schema decides.
+ */
+export const CreateDestinationConfig = Schema.Union(WebhookConfig, RabbitmqConfigJson, NatsConfigJson, DestinationConfig)
 
 /** Which events a destination receives. */
 export const DestinationEvent = Schema.Literal("lead", "booking", "all").annotations({ identifier: "DestinationEvent" })
@@ -91,7 +72,7 @@ export const CreateDestinationRequest = Schema.Struct({
   kind: Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9_]{0,31}$/, { message: () => "The kind must be a name such as webhook, rabbitmq or nats." })),
   name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
   event: Schema.optionalWith(DestinationEvent, { exact: true, default: () => "all" as const }),
-  config: DestinationConfig,
+  config: CreateDestinationConfig,
   /** The kind's credentials (RabbitMQ: `username`, `password`; NATS: `user`/`password` or `token`); sealed, never shown. */
   credentials: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.String }), { exact: true })
 }).annotations({ identifier: "CreateDestinationRequest" })

@@ -8,13 +8,13 @@ const problem = <A, I>(schema: Schema.Schema<A, I>, input: unknown): string | un
   return Either.isLeft(decoded) ? ParseResult.TreeFormatter.formatErrorSync(decoded.left) : undefined
 }
 
-const rabbit = { url: "amqps://broker.example/tenant", exchange: "crm.events", routingKey: "lead.created" }
+const rabbit = { url: "amqps://broker.example/tenant", exchange: "crm.events", routing_key: "lead.created" }
 const nats = { url: "tls://broker.example:4222", subject: "crm.leads" }
 
 describe("Broker destination settings", () => {
   it("valid RabbitMQ and NATS settings decode", () => {
     expect(problem(RabbitmqConfig, rabbit)).toBeUndefined()
-    expect(problem(RabbitmqConfig, { ...rabbit, routingKey: "" })).toBeUndefined()
+    expect(problem(RabbitmqConfig, { ...rabbit, routing_key: "" })).toBeUndefined()
     expect(problem(NatsConfig, nats)).toBeUndefined()
     expect(problem(NatsCredentials, { _tag: "UserPassword", user: "relay", password: "secret" })).toBeUndefined()
   })
@@ -26,7 +26,7 @@ describe("Broker destination settings", () => {
       ["an exchange with a space", { exchange: "crm events" }, "letter, a digit"],
       ["an exchange of 256 characters", { exchange: "x".repeat(256) }, "1 to 255"],
       ["an empty exchange", { exchange: "" }, "1 to 255"],
-      ["a routing key over 255 bytes", { routingKey: "é".repeat(128) }, "255 bytes"]
+      ["a routing key over 255 bytes", { routing_key: "é".repeat(128) }, "255 bytes"]
     ]
     for (const [name, change, expected] of rabbitRows) {
       it(`RabbitMQ: ${name} is refused`, () => {

@@ -35,7 +35,7 @@ const Live = Layer.mergeAll(
 )
 
 const config = (server: RabbitMqServer.RabbitMqServer, exchange: string, routingKey: string) =>
-  Schema.decodeSync(RabbitmqConfig)({ url: server.url, exchange, routingKey })
+  Schema.decodeSync(RabbitmqConfig)({ url: server.url, exchange, routing_key: routingKey })
 
 const credentials = (server: RabbitMqServer.RabbitMqServer, password = server.password) =>
   RabbitmqCredentials.make({ username: server.user, password: Redacted.make(password) })
@@ -133,7 +133,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
       const server = yield* Rabbit
       yield* bound("crm.tls", "tls-leads", "lead.*")
       const tlsConfig = (host: string) =>
-        Schema.decodeSync(RabbitmqConfig)({ url: `amqps://${host}:${server.tlsPort}`, exchange: "crm.tls", routingKey: "lead.created" })
+        Schema.decodeSync(RabbitmqConfig)({ url: `amqps://${host}:${server.tlsPort}`, exchange: "crm.tls", routing_key: "lead.created" })
       const options = { extraCa: [server.ca] }
       expect(yield* AmqpPublisher.check(tlsConfig("broker.localhost"), credentials(server), options)).toMatchObject({ _tag: "Ok" })
       const publisher = yield* AmqpPublisher.make(tlsConfig("broker.localhost"), credentials(server), options)
@@ -188,7 +188,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
       )
       const port = yield* BrokerProcess.freePort
       const nobody = yield* AmqpPublisher.check(
-        Schema.decodeSync(RabbitmqConfig)({ url: `amqp://127.0.0.1:${port}`, exchange: "crm.checked", routingKey: "x" }),
+        Schema.decodeSync(RabbitmqConfig)({ url: `amqp://127.0.0.1:${port}`, exchange: "crm.checked", routing_key: "x" }),
         credentials(server)
       )
       expect(nobody._tag === "Refused" && nobody.reason).toBe(`The RabbitMQ broker at 127.0.0.1:${port} refused the connection (ECONNREFUSED).`)
@@ -208,7 +208,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
       const server = yield* Rabbit
       const silent = yield* SilentListener.start
       const publisher = yield* AmqpPublisher.make(
-        Schema.decodeSync(RabbitmqConfig)({ url: `amqp://127.0.0.1:${silent.port}`, exchange: "crm.events", routingKey: "x" }),
+        Schema.decodeSync(RabbitmqConfig)({ url: `amqp://127.0.0.1:${silent.port}`, exchange: "crm.events", routing_key: "x" }),
         credentials(server),
         { timeoutMs: 500 }
       )

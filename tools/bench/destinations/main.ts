@@ -111,7 +111,7 @@ const main = Effect.gen(function*() {
   const js = jetstream(nc)
 
   const amqpPublisher = yield* AmqpPublisher.make(
-    Schema.decodeSync(RabbitmqConfig)({ url: rabbit.url, exchange: "bench", routingKey: "lead.created" }),
+    Schema.decodeSync(RabbitmqConfig)({ url: rabbit.url, exchange: "bench", routing_key: "lead.created" }),
     RabbitmqCredentials.make({ username: rabbit.user, password: Redacted.make(rabbit.password) })
   )
   const jetStreamPublisher = yield* JetStreamPublisher.make(

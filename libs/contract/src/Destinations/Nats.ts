@@ -41,10 +41,18 @@ export const Subject = Schema.String.pipe(
 ).annotations({ identifier: "NatsSubject", description: "Dot-separated tokens without spaces or wildcards, e.g. crm.leads." })
 export type Subject = typeof Subject.Type
 
-/** Where a NATS JetStream destination publishes. */
+/** A JetStream stream name: no spaces, '.', '*', '>', '/' or '\\'. */
+export const StreamName = Schema.String.pipe(
+  Schema.filter((name) => /^[^\s.*>/\\]{1,255}$/.test(name) || "must be 1 to 255 characters without spaces, '.', '*', '>', '/' or '\\'"),
+  Schema.brand("NatsStream")
+).annotations({ identifier: "NatsStream", description: "The stream that must capture the subject, e.g. CRM." })
+export type StreamName = typeof StreamName.Type
+
+/** Where a NATS JetStream destination publishes; `stream`, when given, must be the stream capturing the subject. */
 export class NatsConfig extends Schema.Class<NatsConfig>("NatsConfig")({
   url: NatsUrl,
-  subject: Subject
+  subject: Subject,
+  stream: Schema.optionalWith(StreamName, { exact: true })
 }) {}
 
 /** How the server authenticates the publisher; sealed in the Vault, never shown again. */

@@ -39,11 +39,12 @@ export const RoutingKey = Schema.String.pipe(
 ).annotations({ identifier: "RoutingKey", description: "At most 255 bytes of UTF-8; may be empty." })
 export type RoutingKey = typeof RoutingKey.Type
 
-/** Where and how a RabbitMQ destination publishes. */
+/** Where and how a RabbitMQ destination publishes (stored and sent as `{url, exchange, routing_key}`). */
 export class RabbitmqConfig extends Schema.Class<RabbitmqConfig>("RabbitmqConfig")({
   url: AmqpUrl,
   exchange: ExchangeName,
-  routingKey: RoutingKey
+  // The API's JSON is snake_case, as every other field of the internal API.
+  routingKey: Schema.propertySignature(RoutingKey).pipe(Schema.fromKey("routing_key"))
 }) {}
 
 /** The user RabbitMQ authenticates (PLAIN); sealed in the Vault, never shown again. */

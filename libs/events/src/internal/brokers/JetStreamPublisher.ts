@@ -189,7 +189,12 @@ export const check = Effect.fn("JetStreamPublisher.check")(function*(
     jetstreamManager(connection, { timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS }).then(
       (jsm) =>
         jsm.streams.find(config.subject).then(
-          () => CheckOutcome.Ok(),
+          (stream) =>
+            config.stream === undefined || stream === config.stream
+              ? CheckOutcome.Ok()
+              : CheckOutcome.Refused({
+                reason: `The subject ${config.subject} is captured by the stream ${stream} on ${where(target.right)}, not ${config.stream}.`
+              }),
           (error: unknown) =>
             CheckOutcome.Refused({
               reason: /no stream matches/i.test(describeError(error))
