@@ -5,7 +5,7 @@
  * bound to one topic exchange; what arrived is read by the test's own client.
  */
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
-import { Eventually, RabbitMqServer, SilentListener } from "@crm-relay/testing"
+import { RabbitMqServer, SilentListener } from "@crm-relay/testing"
 import { describe, expect, it } from "@effect/vitest"
 import * as amqp from "amqplib"
 import { Duration, Effect, Layer, Logger, LogLevel, Option, Redacted, Scope } from "effect"
