@@ -55,7 +55,7 @@ layer(harness, { excludeTestServices: true })("destinations on the internal API"
         yield* create("webhook", { target: "https://hooks.example/x" })
       ]
       expect(answers.map((a) => [a.status, (a.json as { error: string }).error])).toEqual([
-        [400, "The destination kind must be one of \"webhook\"."],
+        [400, "The destination kind must be one of \"webhook\", \"rabbitmq\", \"nats\"."],
         [400, "The webhook URL must start with https://."],
         [400, "The configuration must name the target's url."]
       ])

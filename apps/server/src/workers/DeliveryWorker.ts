@@ -5,7 +5,7 @@
  * the fan-out's NOTIFY; on the embedded database the leases of a crashed
  * previous run are taken back at start.
  */
-import type { Egress } from "@crm-relay/bridge"
+import type { BrokerEgress, Egress } from "@crm-relay/bridge"
 import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
 import type { Notifier, Vault } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -16,7 +16,7 @@ import type * as Workers from "./Workers.js"
 
 /** The webhook delivery worker with `options` (e.g. the auto-disable policy from the settings). */
 export const deliveryWorkerWith = (options: DeliveryWorker.DeliveryWorkerOptions): Workers.Worker<
-  Egress | Vault.Vault | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
+  Egress | BrokerEgress | Vault.Vault | SigningSecrets.SigningSecrets | SqlClient.SqlClient | Notifier.Notifier
 > => ({
   name: "webhook-delivery",
   // DELIVERY_MAX_PER_ORIGIN was checked with the other settings at start.
