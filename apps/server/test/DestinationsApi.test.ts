@@ -85,6 +85,8 @@ layer(harness, { excludeTestServices: true })("destinations on the internal API"
       yield* eventually(Effect.sync(arrived), (r) => r.length >= 1)
       const page = (yield* admin("GET", `/v1/accounts/${accountId}/deliveries`)).json as DeliveryPage
       expect(arrived()[0]!.headers["webhook-id"]).toBe(page.deliveries[0]!.id)
+      // Handed to this replica's runner by the outcome intake (attempt 1), as REST hooks' deliveries are.
+      expect(page.deliveries[0]).toMatchObject({ status: "delivered", attempts: 1 })
       expect(arrived()[0]!.headers["webhook-signature"]).toMatch(/^v1,/)
 
       const test = yield* admin("POST", `/v1/accounts/${accountId}/destinations/${destination.id}/test`)

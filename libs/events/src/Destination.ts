@@ -7,8 +7,7 @@
  * how it went. A new kind is a new file exporting a Layer of this tag
  * (registered with `DestinationKinds.register`), not an edit to the worker.
  */
-import { Context, Data, Duration, Effect, Either, type Option, type Redacted, Schema } from "effect"
-import { ParseResult } from "effect"
+import { Context, Data, Duration, Effect, Either, type Option, ParseResult, type Redacted, Schema } from "effect"
 
 /** Where one message goes: the kind's configuration as stored, and its unsealed credentials. */
 export interface Target {
