@@ -51,7 +51,7 @@ const create = Command.make(
   "create",
   {
     account,
-    kind: Options.text("kind").pipe(Options.withDescription("The destination kind: webhook, or a broker kind this server serves.")),
+    kind: Options.text("kind").pipe(Options.withDescription("The destination kind: webhook, rabbitmq or nats.")),
     name: Options.text("name").pipe(Options.withDescription("A name for people.")),
     event: Options.choice("event", ["lead", "booking", "all"]).pipe(
       Options.withDefault("all" as const),
