@@ -111,7 +111,7 @@ const listSubscriptions = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "List an account's active subscriptions (REST hooks), oldest first, and how many of MAX_SUBSCRIPTIONS_PER_ACCOUNT it has. Each with its id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
+    "List an account's active subscriptions (REST hooks), oldest first. It says how many of MAX_SUBSCRIPTIONS_PER_ACCOUNT the account has, then each with its id, event, receiver URL (query hidden), state (active, failing, disabled: when and why), created, creating key."
   )
 )
 

@@ -166,8 +166,8 @@ const replay = Command.make(
     )
 ).pipe(
   Command.withDescription(
-    "Send webhook deliveries again with the same webhook-id: one (--id), or every delivery in --status " +
-      "(optionally of --account, created since --since), with a progress bar on a terminal and a final count. " +
+    "Send webhook deliveries again with the same webhook-id: one, or every one in a status. " +
+      "One with --id, or every delivery in --status (optionally of --account, created since --since), with a progress bar on a terminal and a final count. " +
       "A delivery whose subscription was removed or is disabled is not sent again (enable a disabled one first)."
   )
 )

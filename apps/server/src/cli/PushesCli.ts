@@ -63,7 +63,7 @@ const replay = Command.make(
             : `CRM push job ${id} is already pending; left as it is.`
         ))
     )
-).pipe(Command.withDescription("Run a failed CRM push job again (same idempotency keys; stored steps are not repeated; earlier attempts are kept). A job that succeeded needs --force."))
+).pipe(Command.withDescription("Run a failed CRM push job again, with the same idempotency keys. Stored steps are not repeated and earlier attempts are kept. A job that succeeded needs --force."))
 
 /** `crm-relay pushes`. */
 export const command = Command.make("pushes").pipe(
