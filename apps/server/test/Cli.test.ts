@@ -13,6 +13,9 @@ import { cli, PROCESS_TEST_TIMEOUT, serve, SERVE_START_BOUND } from "./support/C
 import { tempDir } from "./support/TempDir.js"
 import { bearer, request } from "./support/TestServer.js"
 
+/** One MASTER_KEY for the whole file: on PostgreSQL its tests share one database, whose integration keys' tag secret is sealed under the key that created it. */
+const FILE_MASTER_KEY = randomBytes(32).toString("base64")
+
 /** The environment of a command: a fresh DATA_DIR, and the test schema's URL on PostgreSQL. */
 const environment = Effect.gen(function*() {
   const db = yield* TestDatabase.TestDatabase
@@ -21,7 +24,7 @@ const environment = Effect.gen(function*() {
   if (Option.isSome(db.url)) {
     env["DATABASE_URL"] = Redacted.value(db.url.value)
     // With DATABASE_URL the server refuses to generate a master key (replicas would not share it).
-    env["MASTER_KEY"] = randomBytes(32).toString("base64")
+    env["MASTER_KEY"] = FILE_MASTER_KEY
   }
   return { db, dataDir, env }
 })

@@ -17,6 +17,9 @@ import { PROCESS_TEST_TIMEOUT, serve, SERVE_START_BOUND } from "./support/Cli.js
 import { tempDir } from "./support/TempDir.js"
 import { request } from "./support/TestServer.js"
 
+/** One MASTER_KEY for the whole file: on PostgreSQL its tests share one database, whose integration keys' tag secret is sealed under the key that created it. */
+const FILE_MASTER_KEY = randomBytes(32).toString("base64")
+
 /** A data directory and Node's compile cache directory of the test's own; the suite's database. */
 const environment = Effect.gen(function*() {
   const db = yield* TestDatabase.TestDatabase
@@ -26,7 +29,7 @@ const environment = Effect.gen(function*() {
   const env: Record<string, string> = { DATA_DIR: dataDir, NODE_COMPILE_CACHE: cacheDir, NODE_DEBUG: "crm-relay", LOG_LEVEL: "Warning" }
   if (Option.isSome(db.url)) {
     env["DATABASE_URL"] = Redacted.value(db.url.value)
-    env["MASTER_KEY"] = randomBytes(32).toString("base64")
+    env["MASTER_KEY"] = FILE_MASTER_KEY
   }
   return { dataDir, cacheDir, env }
 })

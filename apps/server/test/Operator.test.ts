@@ -14,13 +14,16 @@ import { cli, serve } from "./support/Cli.js"
 import { tempDir } from "./support/TempDir.js"
 import { bearer, request } from "./support/TestServer.js"
 
+/** One MASTER_KEY for the whole file: on PostgreSQL its tests share one database, whose integration keys' tag secret is sealed under the key that created it. */
+const FILE_MASTER_KEY = randomBytes(32).toString("base64")
+
 const environment = Effect.gen(function*() {
   const db = yield* TestDatabase.TestDatabase
   const dataDir = Path.join(yield* tempDir("crm-relay-operator-"), "data")
   const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "Warning" }
   if (Option.isSome(db.url)) {
     env["DATABASE_URL"] = Redacted.value(db.url.value)
-    env["MASTER_KEY"] = randomBytes(32).toString("base64")
+    env["MASTER_KEY"] = FILE_MASTER_KEY
   }
   return { db, dataDir, env }
 })

@@ -6,6 +6,9 @@ import * as Path from "node:path"
 import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { tempDir } from "./support/TempDir.js"
 
+/** One MASTER_KEY for the whole file: on PostgreSQL its tests share one database, whose integration keys' tag secret is sealed under the key that created it. */
+const FILE_MASTER_KEY = randomBytes(32).toString("base64")
+
 /** A fresh DATA_DIR (and the test schema on PostgreSQL), links pointing at a public HTTPS address. */
 const environment = Effect.gen(function*() {
   const db = yield* TestDatabase.TestDatabase
@@ -13,7 +16,7 @@ const environment = Effect.gen(function*() {
   const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "Warning", PORTAL_PUBLIC_URL: "https://integrations.example.com/" }
   if (Option.isSome(db.url)) {
     env["DATABASE_URL"] = Redacted.value(db.url.value)
-    env["MASTER_KEY"] = randomBytes(32).toString("base64")
+    env["MASTER_KEY"] = FILE_MASTER_KEY
   }
   return env
 })

@@ -17,6 +17,9 @@ import { PROCESS_TEST_TIMEOUT, serve, SERVE_START_BOUND } from "./support/Cli.js
 import { tempDir } from "./support/TempDir.js"
 import { request } from "./support/TestServer.js"
 
+/** One MASTER_KEY for the whole file: on PostgreSQL its tests share one database, whose integration keys' tag secret is sealed under the key that created it. */
+const FILE_MASTER_KEY = randomBytes(32).toString("base64")
+
 /** The job runners `serve` starts (ROLE=all), each named in its log lines. */
 const WORKERS = ["crm-push", "webhook-delivery", "subscription-recovery"] as const
 
@@ -40,7 +43,7 @@ describe("crm-relay serve's stderr", () => {
         const env: Record<string, string> = { DATA_DIR: dataDir, LOG_LEVEL: "Debug" }
         if (Option.isSome(db.url)) {
           env["DATABASE_URL"] = Redacted.value(db.url.value)
-          env["MASTER_KEY"] = randomBytes(32).toString("base64")
+          env["MASTER_KEY"] = FILE_MASTER_KEY
         }
         const server = yield* serve(env)
         const info = yield* ServerFile.running(dataDir).pipe(
