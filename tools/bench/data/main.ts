@@ -27,6 +27,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Argv from "../support/Argv.js"
 import { runMain } from "../support/runMain.js"
+import { leadPayload } from "../support/SamplePayload.js"
 
 const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
 const deliveries = Argv.integer("deliveries", 100_000)
@@ -68,15 +69,7 @@ const seed = (dataDir: string) =>
         VALUES (${account!.id}, ${key!.id}, ${`https://receiver.example/hook/${i}`}, 'lead') RETURNING id, account_id`
       subscriptions.push(subscription!)
     }
-    const payload = JSON.stringify({
-      event: "lead",
-      call_id: "call",
-      source: "Receptionist (phone)",
-      contact: { external_id: "c-1", full_name: "Ada Lovelace", phones: ["+1 555 0100"], emails: ["ada@example.com"], address: "1 Analytical Way" },
-      job_type: "Boiler repair",
-      summary: "No hot water since this morning; the boiler shows error E119 and the pressure is low.",
-      booked: false
-    })
+    const payload = leadPayload
     yield* sql`
       INSERT INTO deliveries (account_id, subscription_id, event, call_id, target_url, payload, status, attempts, delivered_at)
       SELECT s.account_id, s.id, 'lead', 'call-' || g, 'https://receiver.example/hook', ${payload}::jsonb,

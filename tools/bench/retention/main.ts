@@ -29,6 +29,7 @@ import * as Os from "node:os"
 import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { runMain } from "../support/runMain.js"
+import { leadPayload } from "../support/SamplePayload.js"
 
 const rows = Argv.integer("rows", 1_000_000, 0)
 const phaseSeconds = Argv.integer("phase-seconds", 15)
@@ -49,15 +50,7 @@ const seed = Effect.gen(function*() {
     VALUES (${account!.id}, decode(repeat('ab', 32), 'hex')) RETURNING id`
   const [subscription] = yield* sql<{ id: string }>`INSERT INTO subscriptions (account_id, created_by_key_id, target_url, event)
     VALUES (${account!.id}, ${key!.id}, 'https://receiver.example/hook', 'lead') RETURNING id`
-  const payload = JSON.stringify({
-    event: "lead",
-    call_id: "call",
-    source: "Receptionist (phone)",
-    contact: { external_id: "c-1", full_name: "Ada Lovelace", phones: ["+1 555 0100"], emails: ["ada@example.com"], address: "1 Analytical Way" },
-    job_type: "Boiler repair",
-    summary: "No hot water since this morning; the boiler shows error E119 and the pressure is low.",
-    booked: false
-  })
+  const payload = leadPayload
   const chunk = 100_000
   for (let done = 0; done < rows; done += chunk) {
     const n = Math.min(chunk, rows - done)
