@@ -1,0 +1,76 @@
+/**
+ * A RabbitMQ exchange (AMQP 0-9-1) as a destination kind: each delivery is
+ * published persistent, `mandatory`, on a confirm channel, with the
+ * `webhook-id` as its message id and the Standard Webhooks headers as
+ * message headers (AmqpPublisher). The confirm is the receipt; an
+ * unroutable message is Permanent with the broker's reason.
+ *
+ * One connection per destination, through BrokerEgress (pinned public
+ * address, TLS unless EGRESS_ALLOW_PRIVATE allows the broker), kept and
+ * reused, closed when unused for `idle` and with the Layer. The stored
+ * configuration is `{url, exchange, routing_key}`; the credentials,
+ * `{username, password}`, are unsealed from the Vault by Destinations.
+ */
+import type { BrokerEgress } from "@crm-relay/bridge"
+import { RabbitmqConfig, RabbitmqCredentials } from "@crm-relay/contract/Destinations/Rabbitmq"
+import { Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Destination, make } from "./Destination.js"
+import { DestinationKinds } from "./DestinationKinds.js"
+import * as AmqpPublisher from "./internal/brokers/AmqpPublisher.js"
+import * as BrokerKind from "./internal/brokers/BrokerKind.js"
+import type { PublisherOptions } from "./internal/brokers/BrokerMessage.js"
+
+/** The kind's name. */
+export const KIND = "rabbitmq"
+
+/** Settings of the kind (tests shorten or lengthen them). */
+export interface Options extends PublisherOptions {
+  /** How long a destination's connection stays open without a publish. Default 5 minutes. */
+  readonly idle?: Duration.DurationInput
+}
+
+const decodeCredentials = Schema.decodeEither(Schema.parseJson(RabbitmqCredentials))
+const credentialsOf = (credentials: Option.Option<Redacted.Redacted<string>>) =>
+  Option.match(credentials, {
+    onNone: () => Either.left(BrokerKind.badCredentials(KIND, "given: username and password")),
+    onSome: (text) =>
+      Either.mapLeft(decodeCredentials(Redacted.value(text)), () => BrokerKind.badCredentials(KIND, "a username and a password"))
+  })
+
+/** The RabbitMQ kind over the context's BrokerEgress; its connections close with the scope. */
+export const makeService = (options: Options = {}) =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<BrokerEgress>()
+    const publishers = yield* BrokerKind.pool<AmqpPublisher.AmqpPublisher>(Duration.decode(options.idle ?? BrokerKind.DEFAULT_IDLE))
+    return make<RabbitmqConfig>({
+      kind: KIND,
+      config: RabbitmqConfig,
+      publish: (message, config) => {
+        const credentials = credentialsOf(message.target.credentials)
+        if (Either.isLeft(credentials)) {
+          return Effect.succeed(BrokerKind.outcomeOf({ _tag: "Permanent", reason: credentials.left.message }))
+        }
+        return publishers.with(
+          BrokerKind.keyOf(message.target),
+          Effect.provide(AmqpPublisher.make(config, credentials.right, options), context),
+          (publisher) => Effect.map(publisher.publish(BrokerKind.brokerMessage(message)), BrokerKind.outcomeOf)
+        )
+      },
+      check: (target, config) =>
+        Either.match(credentialsOf(target.credentials), {
+          onLeft: Effect.fail,
+          onRight: (credentials) =>
+            AmqpPublisher.check(config, credentials, options).pipe(Effect.provide(context), Effect.flatMap(BrokerKind.checked))
+        })
+    })
+  })
+
+/** The RabbitMQ kind as a `Destination` Layer, with `options`. */
+export const layerWith = (options: Options = {}): Layer.Layer<Destination, never, BrokerEgress> =>
+  Layer.scoped(Destination, makeService(options))
+
+/** The RabbitMQ kind as a `Destination` Layer. */
+export const layer: Layer.Layer<Destination, never, BrokerEgress> = layerWith()
+
+/** The RabbitMQ kind, registered into the app's `DestinationKinds`. */
+export const registered: Layer.Layer<never, never, BrokerEgress | DestinationKinds> = DestinationKinds.register(layer)

@@ -1,0 +1,140 @@
+/**
+ * What the broker destination kinds (RabbitMQ, NATS) share around their
+ * publishers: one publisher (one connection) per destination target, kept
+ * and reused, closed once unused for a while (a removed or disabled
+ * destination is published to no more) and with the kind's Layer; and the
+ * translation of publisher outcomes into the `Destination` interface's.
+ */
+import { Clock, Duration, Effect, Exit, Option, Redacted, Schedule, Scope } from "effect"
+import { createHash } from "node:crypto"
+import { DestinationRefused, type Message, Outcome, type Target } from "../../Destination.js"
+import type { BrokerMessage, CheckOutcome, PublishOutcome } from "./BrokerMessage.js"
+
+/** How long a destination's connection stays open without a publish (default). */
+export const DEFAULT_IDLE = Duration.minutes(5)
+
+/** Publishers by target, each in a scope of its own. */
+export interface Pool<P> {
+  /** Runs `use` with the target's publisher, made (in its own scope) on first use. */
+  readonly with: <A>(key: string, make: Effect.Effect<P, never, Scope.Scope>, use: (publisher: P) => Effect.Effect<A>) => Effect.Effect<A>
+  /** How many publishers are open (tests). */
+  readonly size: () => number
+}
+
+interface Entry<P> {
+  readonly publisher: P
+  readonly scope: Scope.CloseableScope
+  usedAt: number
+  inFlight: number
+}
+
+/** A pool for the Layer's scope: idle publishers are closed every `idle / 2`, all of them with the scope. */
+export const pool = <P>(idle: Duration.Duration): Effect.Effect<Pool<P>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const entries = new Map<string, Entry<P>>()
+    const lock = yield* Effect.makeSemaphore(1)
+    const closeEntry = (key: string, entry: Entry<P>) =>
+      Effect.suspend(() => {
+        entries.delete(key)
+        return Scope.close(entry.scope, Exit.void)
+      })
+    yield* Effect.addFinalizer(() => Effect.forEach([...entries], ([key, entry]) => closeEntry(key, entry), { discard: true }))
+    const idleMs = Duration.toMillis(idle)
+    const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.forEach(
+        [...entries].filter(([, entry]) => entry.inFlight === 0 && now - entry.usedAt >= idleMs),
+        ([key, entry]) => closeEntry(key, entry),
+        { discard: true }
+      ))
+    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, idleMs / 2)))))
+
+    // Making a publisher does not connect (the first publish does), so the lock is held briefly.
+    const entryOf = (key: string, make: Effect.Effect<P, never, Scope.Scope>) =>
+      Effect.suspend(() => {
+        const known = entries.get(key)
+        if (known !== undefined) return Effect.succeed(known)
+        return lock.withPermits(1)(Effect.suspend(() => {
+          const again = entries.get(key)
+          if (again !== undefined) return Effect.succeed(again)
+          return Effect.flatMap(Scope.make(), (scope) =>
+            Effect.map(Scope.extend(make, scope), (publisher) => {
+              const entry: Entry<P> = { publisher, scope, usedAt: 0, inFlight: 0 }
+              entries.set(key, entry)
+              return entry
+            }))
+        }))
+      })
+
+    return {
+      with: (key, make, use) =>
+        Effect.flatMap(entryOf(key, make), (entry) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            entry.usedAt = now
+            entry.inFlight++
+            return Effect.ensuring(use(entry.publisher), Effect.sync(() => entry.inFlight--))
+          })),
+      size: () => entries.size
+    }
+  })
+
+/** The pool key of a target: its configuration and a digest of its credentials (never the credentials). */
+export const keyOf = (target: Target): string =>
+  `${JSON.stringify(target.config)}\n${
+    Option.match(target.credentials, {
+      onNone: () => "",
+      onSome: (secret) => createHash("sha256").update(Redacted.value(secret)).digest("base64url")
+    })
+  }`
+
+/** A delivery as a broker message: the signed JSON, the `webhook-id` as message id, the Standard Webhooks headers. */
+export const brokerMessage = (message: Message): BrokerMessage => {
+  // The user agent names the HTTP client; it is no header of a message.
+  const { "user-agent": _userAgent, ...headers } = message.headers
+  return { body: Buffer.from(message.body), messageId: message.id, headers }
+}
+
+const transientClass = (reason: string): string =>
+  /within|in time|did not answer|did not complete/i.test(reason)
+    ? "timeout"
+    : /refused the user|credentials|virtual host/i.test(reason)
+    ? "auth"
+    : /ECONNREFUSED|lost|closed|could not be resolved|ENODATA/i.test(reason)
+    ? "network"
+    : "broker_error"
+
+const permanentClass = (reason: string): string =>
+  /could not route/i.test(reason)
+    ? "unroutable"
+    : /no JetStream stream|does not exist|NOT_FOUND|no exchange/i.test(reason)
+    ? "missing"
+    : "refused"
+
+/** A publisher's outcome as the interface's: the reason is the attempt's error sentence; brokers have no status code. */
+export const outcomeOf = (outcome: PublishOutcome): Outcome => {
+  switch (outcome._tag) {
+    case "Delivered":
+      return Outcome.Delivered({ statusCode: null })
+    case "Transient":
+      return Outcome.Transient({ errorClass: transientClass(outcome.reason), error: outcome.reason, statusCode: null })
+    case "Permanent":
+      return Outcome.Permanent({ errorClass: permanentClass(outcome.reason), error: outcome.reason, statusCode: null })
+  }
+}
+
+/** A check's refusal as the interface's typed error. */
+export const checked = (outcome: CheckOutcome): Effect.Effect<void, DestinationRefused> => {
+  if (outcome._tag === "Ok") return Effect.void
+  const message = outcome.reason
+  const reason = /does not exist|No JetStream stream|captured by the stream/i.test(message)
+    ? "missing"
+    : /refused the user|credentials|virtual host/i.test(message)
+    ? "auth"
+    : /private|loopback|metadata|EGRESS_ALLOW_PRIVATE|not allowed|must be/i.test(message)
+    ? "refused"
+    : "unreachable"
+  return Effect.fail(new DestinationRefused({ reason, message }))
+}
+
+/** Credentials that do not decode: refused at check, Permanent at publish (the stored row cannot change). */
+export const badCredentials = (kind: string, expected: string): DestinationRefused =>
+  new DestinationRefused({ reason: "invalid_config", message: `The ${kind} destination's credentials must be ${expected}.` })
