@@ -13,21 +13,17 @@
  */
 import type { BrokerEgress } from "@crm-relay/bridge"
 import { NatsConfig, type NatsCredentials } from "@crm-relay/contract/Destinations/Nats"
-import { Duration, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
-import { Destination, make } from "./Destination.js"
+import { Either, Layer, Option, Redacted, Schema } from "effect"
+import { Destination } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
 import * as BrokerKind from "./internal/brokers/BrokerKind.js"
-import type { PublisherOptions } from "./internal/brokers/BrokerMessage.js"
 import * as JetStreamPublisher from "./internal/brokers/JetStreamPublisher.js"
 
 /** The kind's name. */
 export const KIND = "nats"
 
-/** Settings of the kind (tests shorten or lengthen them). */
-export interface Options extends PublisherOptions {
-  /** How long a destination's connection stays open without a publish. Default 5 minutes. */
-  readonly idle?: Duration.DurationInput
-}
+/** Settings of the kind (tests shorten or lengthen them): `idle`, `timeoutMs`, `extraCa`. */
+export type Options = BrokerKind.Options
 
 /** The credentials as sent and sealed: a user and password, or a token. */
 const Credentials = Schema.Union(
@@ -48,33 +44,13 @@ const credentialsOf = (credentials: Option.Option<Redacted.Redacted<string>>) =>
 
 /** The NATS kind over the context's BrokerEgress; its connections close with the scope. */
 export const makeService = (options: Options = {}) =>
-  Effect.gen(function*() {
-    const context = yield* Effect.context<BrokerEgress>()
-    const publishers = yield* BrokerKind.pool<JetStreamPublisher.JetStreamPublisher>(
-      Duration.decode(options.idle ?? BrokerKind.DEFAULT_IDLE)
-    )
-    return make<NatsConfig>({
-      kind: KIND,
-      config: NatsConfig,
-      publish: (message, config) => {
-        const credentials = credentialsOf(message.target.credentials)
-        if (Either.isLeft(credentials)) {
-          return Effect.succeed(BrokerKind.outcomeOf({ _tag: "Permanent", reason: credentials.left.message }))
-        }
-        return publishers.with(
-          BrokerKind.keyOf(message.target),
-          Effect.provide(JetStreamPublisher.make(config, credentials.right, options), context),
-          (publisher) => Effect.map(publisher.publish(BrokerKind.brokerMessage(message)), BrokerKind.outcomeOf)
-        )
-      },
-      check: (target, config) =>
-        Either.match(credentialsOf(target.credentials), {
-          onLeft: Effect.fail,
-          onRight: (credentials) =>
-            JetStreamPublisher.check(config, credentials, options).pipe(Effect.provide(context), Effect.flatMap(BrokerKind.checked))
-        })
-    })
-  })
+  BrokerKind.destination({
+    kind: KIND,
+    config: NatsConfig,
+    credentialsOf,
+    open: JetStreamPublisher.make,
+    check: JetStreamPublisher.check
+  }, options)
 
 /** The NATS kind as a `Destination` Layer, with `options`. */
 export const layerWith = (options: Options = {}): Layer.Layer<Destination, never, BrokerEgress> =>

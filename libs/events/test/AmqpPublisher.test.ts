@@ -10,7 +10,7 @@ import { BrokerProcess, Certificate, Eventually, RabbitMqServer, SilentListener 
 import * as amqp from "amqplib"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as AmqpPublisher from "../src/internal/brokers/AmqpPublisher.js"
-import type { BrokerMessage, PublishOutcome } from "../src/internal/brokers/BrokerMessage.js"
+import { loopbackEgress, message, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
 
 /** The private broker, with an amqps:// listener whose certificate (signed by `ca`) names broker.localhost only. */
 interface TestBroker extends RabbitMqServer.RabbitMqServer {
@@ -27,10 +27,7 @@ const Live = Layer.mergeAll(
       return { ...server, ca: tls.ca }
     }).pipe(Effect.orDie)
   ),
-  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(
-    // Test names resolve to loopback; any other name is NXDOMAIN.
-    Layer.provide(DnsResolver.layerStatic({ "broker.localhost": ["127.0.0.1"], "other.localhost": ["127.0.0.1"] }))
-  ),
+  loopbackEgress,
   Logger.minimumLogLevel(LogLevel.None)
 )
 
@@ -39,22 +36,6 @@ const config = (server: RabbitMqServer.RabbitMqServer, exchange: string, routing
 
 const credentials = (server: RabbitMqServer.RabbitMqServer, password = server.password) =>
   RabbitmqCredentials.make({ username: server.user, password: Redacted.make(password) })
-
-let sequence = 0
-const message = (label = "lead"): BrokerMessage => {
-  const id = `msg_${Date.now().toString(36)}${(sequence++).toString(36).padStart(4, "0")}`
-  const body = new TextEncoder().encode(JSON.stringify({ type: "lead.created", data: { label, id } }))
-  return {
-    body,
-    messageId: id,
-    headers: {
-      "webhook-id": id,
-      "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
-      "webhook-signature": `v1,${Buffer.from(id).toString("base64")}`,
-      "content-type": "application/json"
-    }
-  }
-}
 
 /** The test's own client: a channel on the private broker, closed with the scope. */
 const testChannel = Effect.gen(function*() {
@@ -94,18 +75,6 @@ const drain = (queue: string, count: number) =>
       return taken.length >= count
     }))
     return taken
-  })
-
-const reason = (outcome: PublishOutcome) => (outcome._tag === "Delivered" ? "" : outcome.reason)
-
-// Retries a transient outcome as the delivery schedule would (here without waiting long); permanent ends it.
-const publishUntilSettled = (publisher: AmqpPublisher.AmqpPublisher, payload: BrokerMessage) =>
-  Effect.gen(function*() {
-    for (let attempt = 1;; attempt++) {
-      const outcome = yield* publisher.publish(payload)
-      if (outcome._tag !== "Transient") return { outcome, attempt }
-      yield* Eventually.pause(50)
-    }
   })
 
 layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher against a real broker", (it) => {

@@ -10,8 +10,8 @@ import { BrokerProcess, Certificate, Eventually, NatsServer, SilentListener } fr
 import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream"
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
-import type { BrokerMessage, PublishOutcome } from "../src/internal/brokers/BrokerMessage.js"
 import * as JetStreamPublisher from "../src/internal/brokers/JetStreamPublisher.js"
+import { loopbackEgress, message, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
 
 /** The private server, requiring TLS with a certificate (signed by `ca`) for broker.localhost and 127.0.0.1. */
 interface TestServer extends NatsServer.NatsServer {
@@ -28,10 +28,7 @@ const Live = Layer.mergeAll(
       return { ...server, ca: tls.ca }
     }).pipe(Effect.orDie)
   ),
-  BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(
-    // Test names resolve to loopback; any other name is NXDOMAIN.
-    Layer.provide(DnsResolver.layerStatic({ "broker.localhost": ["127.0.0.1"], "other.localhost": ["127.0.0.1"] }))
-  ),
+  loopbackEgress,
   Logger.minimumLogLevel(LogLevel.None)
 )
 
@@ -44,21 +41,6 @@ const credentials = (server: TestServer, password = server.password): NatsCreden
   user: server.user,
   password: Redacted.make(password)
 })
-
-let sequence = 0
-const message = (label = "lead"): BrokerMessage => {
-  const id = `msg_${Date.now().toString(36)}${(sequence++).toString(36).padStart(4, "0")}`
-  return {
-    body: new TextEncoder().encode(JSON.stringify({ type: "lead.created", data: { label, id } })),
-    messageId: id,
-    headers: {
-      "webhook-id": id,
-      "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
-      "webhook-signature": `v1,${Buffer.from(id).toString("base64")}`,
-      "content-type": "application/json"
-    }
-  }
-}
 
 // The client names 127.0.0.1 "localhost" for TLS; name the certificate's host instead (passed on to tls.connect).
 const testTls = (server: TestServer) => {
@@ -89,17 +71,6 @@ const stored = (jsm: JetStreamManager, name: string, count: number) =>
       Array.from({ length: info.state.messages }, (_, index) => info.state.first_seq + index),
       (seq) => Effect.promise(() => jsm.streams.getMessage(name, { seq }))
     ).pipe(Effect.map((messages) => messages.flatMap((stored) => (stored === null ? [] : [stored]))))
-  })
-
-const reason = (outcome: PublishOutcome) => (outcome._tag === "Delivered" ? "" : outcome.reason)
-
-const publishUntilSettled = (publisher: JetStreamPublisher.JetStreamPublisher, payload: BrokerMessage) =>
-  Effect.gen(function*() {
-    for (let attempt = 1;; attempt++) {
-      const outcome = yield* publisher.publish(payload)
-      if (outcome._tag !== "Transient") return { outcome, attempt }
-      yield* Eventually.pause(50)
-    }
   })
 
 layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream publisher against a real server", (it) => {

@@ -19,10 +19,10 @@ import {
   type BrokerMessage,
   CheckOutcome,
   DEFAULT_TIMEOUT_MS,
-  asSentence,
   describeError,
   type PublisherOptions,
   PublishOutcome,
+  publishVia,
   sentence
 } from "./BrokerMessage.js"
 
@@ -235,12 +235,7 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
 
   // No span per message: the delivery attempt that calls this has one, and a span here would cost
   // a noticeable share of a loopback publish (npm run bench:destinations).
-  const publish = (message: BrokerMessage): Effect.Effect<PublishOutcome> =>
-    connection.pipe(
-      Effect.flatMap((state) => publishOn(state, message)),
-      Effect.merge,
-      Effect.map(asSentence)
-    )
+  const publish = publishVia(connection, publishOn)
 
   return { publish }
 })

@@ -2,13 +2,16 @@
  * What the broker destination kinds (RabbitMQ, NATS) share around their
  * publishers: one publisher (one connection) per destination target, kept
  * and reused, closed once unused for a while (a removed or disabled
- * destination is published to no more) and with the kind's Layer; and the
- * translation of publisher outcomes into the `Destination` interface's.
+ * destination is published to no more) and with the kind's Layer; the
+ * translation of publisher outcomes into the `Destination` interface's; and
+ * `destination`, which makes a kind's service from what is its own.
  */
+import type { BrokerEgress } from "@crm-relay/bridge"
+import type { Either, Schema } from "effect"
 import { Clock, Duration, Effect, Exit, Option, Redacted, Schedule, Scope } from "effect"
 import { createHash } from "node:crypto"
-import { DestinationRefused, type Message, Outcome, type Target } from "../../Destination.js"
-import type { BrokerMessage, CheckOutcome, PublishOutcome } from "./BrokerMessage.js"
+import { DestinationRefused, type DestinationService, make, type Message, Outcome, type Target } from "../../Destination.js"
+import type { BrokerMessage, CheckOutcome, PublisherOptions, PublishOutcome } from "./BrokerMessage.js"
 
 /** How long a destination's connection stays open without a publish (default). */
 export const DEFAULT_IDLE = Duration.minutes(5)
@@ -138,3 +141,53 @@ export const checked = (outcome: CheckOutcome): Effect.Effect<void, DestinationR
 /** Credentials that do not decode: refused at check, Permanent at publish (the stored row cannot change). */
 export const badCredentials = (kind: string, expected: string): DestinationRefused =>
   new DestinationRefused({ reason: "invalid_config", message: `The ${kind} destination's credentials must be ${expected}.` })
+
+/** Settings of a broker kind (tests shorten or lengthen them). */
+export interface Options extends PublisherOptions {
+  /** How long a destination's connection stays open without a publish. Default 5 minutes. */
+  readonly idle?: Duration.DurationInput
+}
+
+/** What is a broker kind's own: its name, its configuration, its credentials and the publisher it opens. */
+export interface Kind<C, K, P extends { readonly publish: (message: BrokerMessage) => Effect.Effect<PublishOutcome> }> {
+  readonly kind: string
+  /** The configuration Schema (from `@crm-relay/contract/Destinations`): stored JSON → `C`. */
+  readonly config: Schema.Schema<C, any>
+  /** The unsealed credentials decoded, or the refusal (`badCredentials`) if they do not decode. */
+  readonly credentialsOf: (credentials: Option.Option<Redacted.Redacted<string>>) => Either.Either<K, DestinationRefused>
+  /** Makes the target's publisher (connecting on first publish), closed with the scope. */
+  readonly open: (config: C, credentials: K, options: PublisherOptions) => Effect.Effect<P, never, BrokerEgress | Scope.Scope>
+  /** Checks a target before it is stored. */
+  readonly check: (config: C, credentials: K, options: PublisherOptions) => Effect.Effect<CheckOutcome, never, BrokerEgress>
+}
+
+/** A broker kind's `Destination` service over the context's BrokerEgress; its connections close with the scope. */
+export const destination = <C, K, P extends { readonly publish: (message: BrokerMessage) => Effect.Effect<PublishOutcome> }>(
+  kind: Kind<C, K, P>,
+  options: Options = {}
+): Effect.Effect<DestinationService, never, BrokerEgress | Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<BrokerEgress>()
+    const publishers = yield* pool<P>(Duration.decode(options.idle ?? DEFAULT_IDLE))
+    return make<C>({
+      kind: kind.kind,
+      config: kind.config,
+      publish: (message, config) => {
+        const credentials = kind.credentialsOf(message.target.credentials)
+        if (credentials._tag === "Left") {
+          return Effect.succeed(outcomeOf({ _tag: "Permanent", reason: credentials.left.message }))
+        }
+        return publishers.with(
+          keyOf(message.target),
+          Effect.provide(kind.open(config, credentials.right, options), context),
+          (publisher) => Effect.map(publisher.publish(brokerMessage(message)), outcomeOf)
+        )
+      },
+      check: (target, config) => {
+        const credentials = kind.credentialsOf(target.credentials)
+        return credentials._tag === "Left"
+          ? Effect.fail(credentials.left)
+          : kind.check(config, credentials.right, options).pipe(Effect.provide(context), Effect.flatMap(checked))
+      }
+    })
+  })

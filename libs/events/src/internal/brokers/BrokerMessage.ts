@@ -3,7 +3,7 @@
  * destination interface so the publishers can be wrapped as destination
  * Layers without knowing them.
  */
-import { Data } from "effect"
+import { Data, Effect } from "effect"
 
 /** One delivery as a broker message: the event's JSON and the Standard Webhooks headers. */
 export interface BrokerMessage {
@@ -62,3 +62,18 @@ export const asSentence = (outcome: PublishOutcome): PublishOutcome =>
     : outcome._tag === "Transient"
     ? PublishOutcome.Transient({ reason: sentence(outcome.reason) })
     : PublishOutcome.Permanent({ reason: sentence(outcome.reason) })
+
+/**
+ * A publisher's `publish` from its two own parts: the open (or reopened) connection, whose
+ * failure is the outcome, and the publish on it; the reason comes out as one sentence.
+ */
+export const publishVia = <S>(
+  connection: Effect.Effect<S, PublishOutcome>,
+  publishOn: (state: S, message: BrokerMessage) => Effect.Effect<PublishOutcome>
+) =>
+(message: BrokerMessage): Effect.Effect<PublishOutcome> =>
+  connection.pipe(
+    Effect.flatMap((state) => publishOn(state, message)),
+    Effect.merge,
+    Effect.map(asSentence)
+  )

@@ -18,13 +18,13 @@ import type { Scope } from "effect"
 import { Effect, Redacted } from "effect"
 import * as tls from "node:tls"
 import {
-  asSentence,
   type BrokerMessage,
   CheckOutcome,
   DEFAULT_TIMEOUT_MS,
   describeError,
   type PublisherOptions,
   PublishOutcome,
+  publishVia,
   sentence
 } from "./BrokerMessage.js"
 
@@ -160,12 +160,7 @@ export const make = Effect.fn("JetStreamPublisher.make")(function*(
 
   // The client's request timeout bounds the ack and `timeout` the connect, so no racing timer here; and
   // no span per message: the delivery attempt that calls this has one (npm run bench:destinations).
-  const publish = (message: BrokerMessage): Effect.Effect<PublishOutcome> =>
-    connection.pipe(
-      Effect.flatMap((state) => publishOn(state, message)),
-      Effect.merge,
-      Effect.map(asSentence)
-    )
+  const publish = publishVia(connection, publishOn)
 
   return { publish }
 })
