@@ -31,9 +31,14 @@ interface Entry<P> {
   inFlight: number
 }
 
-/** A pool for the Layer's scope: idle publishers are closed every `idle / 2`, all of them with the scope. */
+/**
+ * A pool for the Layer's scope: idle publishers are closed every `idle / 2`, all of them with the scope.
+ * Idleness is wall time: the sweep and the use stamps read the live clock, as the workers do, so a
+ * TestClock moved by years in a test of something else does not replay millions of sweeps.
+ */
 export const pool = <P>(idle: Duration.Duration): Effect.Effect<Pool<P>, never, Scope.Scope> =>
   Effect.gen(function*() {
+    const clock = Clock.make()
     const entries = new Map<string, Entry<P>>()
     const lock = yield* Effect.makeSemaphore(1)
     const closeEntry = (key: string, entry: Entry<P>) =>
@@ -43,13 +48,17 @@ export const pool = <P>(idle: Duration.Duration): Effect.Effect<Pool<P>, never, 
       })
     yield* Effect.addFinalizer(() => Effect.forEach([...entries], ([key, entry]) => closeEntry(key, entry), { discard: true }))
     const idleMs = Duration.toMillis(idle)
-    const sweep = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.forEach(
+    const sweep = Effect.suspend(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      return Effect.forEach(
         [...entries].filter(([, entry]) => entry.inFlight === 0 && now - entry.usedAt >= idleMs),
         ([key, entry]) => closeEntry(key, entry),
         { discard: true }
-      ))
-    yield* Effect.forkScoped(Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, idleMs / 2)))))
+      )
+    })
+    yield* Effect.forkScoped(
+      Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, idleMs / 2)))).pipe(Effect.withClock(clock))
+    )
 
     // Making a publisher does not connect (the first publish does), so the lock is held briefly.
     const entryOf = (key: string, make: Effect.Effect<P, never, Scope.Scope>) =>
@@ -70,12 +79,11 @@ export const pool = <P>(idle: Duration.Duration): Effect.Effect<Pool<P>, never, 
 
     return {
       with: (key, make, use) =>
-        Effect.flatMap(entryOf(key, make), (entry) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) => {
-            entry.usedAt = now
-            entry.inFlight++
-            return Effect.ensuring(use(entry.publisher), Effect.sync(() => entry.inFlight--))
-          })),
+        Effect.flatMap(entryOf(key, make), (entry) => {
+          entry.usedAt = clock.unsafeCurrentTimeMillis()
+          entry.inFlight++
+          return Effect.ensuring(use(entry.publisher), Effect.sync(() => entry.inFlight--))
+        }),
       size: () => entries.size
     }
   })
