@@ -84,7 +84,11 @@ layer(harness, { excludeTestServices: true })("destinations on the internal API"
       const arrived = () => h.hooks.received().filter((r) => r.path === path)
       expect((yield* admin("POST", `/v1/calls/call-${randomUUID()}/outcome`, leadOutcome(accountId)))).toMatchObject({ status: 202 })
       yield* eventually(Effect.sync(arrived), (r) => r.length >= 1)
-      const page = (yield* admin("GET", `/v1/accounts/${accountId}/deliveries`)).json as DeliveryPage
+      // The receiver has the POST before the runner records its answer: wait for the record, not the arrival.
+      const page = yield* eventually(
+        Effect.map(admin("GET", `/v1/accounts/${accountId}/deliveries`), (answer) => answer.json as DeliveryPage),
+        (p) => p.deliveries[0]?.status === "delivered"
+      )
       expect(arrived()[0]!.headers["webhook-id"]).toBe(page.deliveries[0]!.id)
       // Handed to this replica's runner by the outcome intake (attempt 1), as REST hooks' deliveries are.
       expect(page.deliveries[0]).toMatchObject({ status: "delivered", attempts: 1 })
