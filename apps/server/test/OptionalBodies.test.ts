@@ -45,12 +45,13 @@ const bare = (method: string, path: string) =>
   Effect.flatMap(S.adminUrl, (base) => request(method, `${base}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }))
 
 layer(S.Live)("optional bodies", (it) => {
-  it("the routes whose body is optional, read from the contract: four internal ones, none in the Integrations area", () => {
+  it("the routes whose body is optional, read from the contract: five internal ones, none in the Integrations area", () => {
     expect(optionalBodies(InternalApi.InternalApi)).toEqual([
       "PUT /v1/accounts/:id/routing",
       "POST /v1/accounts/:id/connections/:tenantId/check",
       "POST /v1/accounts/:id/tenants/:tenantId/contacts/search",
-      "POST /v1/accounts/:id/subscriptions/:subscriptionId/disable"
+      "POST /v1/accounts/:id/subscriptions/:subscriptionId/disable",
+      "POST /v1/accounts/:id/destinations/:destinationId/disable"
     ])
     expect(optionalBodies(PortalApi.PortalApi)).toEqual([])
   })

@@ -33,6 +33,8 @@ export * as Conformance from "./Conformance.js"
 export * as ConformanceReport from "./ConformanceReport.js"
 export * as Connection from "./Connection.js"
 export { Credentials } from "./Credentials.js"
+export { BrokerEgress, parseBrokerUrl } from "./BrokerEgress.js"
+export type { BrokerProtocol, BrokerTarget } from "./BrokerEgress.js"
 export { DnsLookupError, DnsResolver } from "./DnsResolver.js"
 export type { ResolvedAddress, StaticAnswer } from "./DnsResolver.js"
 export {

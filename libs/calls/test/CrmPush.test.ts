@@ -358,9 +358,10 @@ describe("outcomes and the CRM push", () => {
         const callId = `call-${randomUUID()}`
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
         expect(asked).toEqual([["https://hooks.example.com"]])
-        // What a claim of the row returns (migration 0011's function's columns), and the lease it holds.
+        // What a claim of the row returns (migration 0016's function's columns), and the lease it holds.
         const [row] = yield* sql<Record<string, unknown>>`SELECT d.id, d.attempts, d.account_id, d.target_url, d.payload::text AS body,
-            false AS subscription_removed, d.subscription_id, 'active' AS subscription_state, d.traceparent,
+            false AS subscription_removed, d.subscription_id, 'active' AS subscription_state,
+            (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = d.subscription_id) AS destination_id, d.traceparent,
             d.target_origin AS job_fair_key, d.lease_owner, d.lease_expires_at
           FROM deliveries AS d WHERE d.call_id = ${callId}`
         expect(row).toMatchObject({ attempts: 1, lease_owner: "runner-here" })

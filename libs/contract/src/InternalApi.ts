@@ -25,6 +25,7 @@ import { Schema } from "effect"
 import * as CallsApi from "./InternalApi/CallsApi.js"
 import * as ConnectionsApi from "./InternalApi/ConnectionsApi.js"
 import * as DeliveriesApi from "./InternalApi/DeliveriesApi.js"
+import { DestinationsGroup } from "./InternalApi/DestinationsApi.js"
 import * as InCallApi from "./InternalApi/InCallApi.js"
 import * as ListingsApi from "./InternalApi/ListingsApi.js"
 import { SubscriptionLifecycleGroup } from "./InternalApi/SubscriptionLifecycleApi.js"
@@ -168,6 +169,7 @@ export class InternalApi extends HttpApi.make("internal-api")
   .add(ListingsApi.ConnectionListingGroup.middleware(AdminAuth))
   .add(ListingsApi.DeliverySearchGroup.middleware(AdminAuth))
   .add(SubscriptionLifecycleGroup.middleware(AdminAuth))
+  .add(DestinationsGroup.middleware(AdminAuth))
   .add(PortalSessionsGroup.middleware(AdminAuth))
   .annotate(OpenApi.Title, "crm-relay internal API")
   .annotate(OpenApi.Version, "1.0.0")
@@ -175,7 +177,7 @@ export class InternalApi extends HttpApi.make("internal-api")
     OpenApi.Description,
     "The operator's and the call-handling service's API (ADMIN_HOST:ADMIN_PORT, never public): accounts, " +
       "integration keys, call outcomes, routing rules, CRM push jobs, bridge connections, in-call operations, " +
-      "webhook deliveries, the listings and the receiver lifecycle (subscription state, disable, enable, recover). Everything except /healthz and /readyz needs " +
+      "webhook deliveries, the listings, the receiver lifecycle (subscription state, disable, enable, recover) and event destinations. Everything except /healthz and /readyz needs " +
       "`Authorization: Bearer <ADMIN_TOKEN>`. Errors are the Error object `{\"error\": \"One sentence.\"}`."
   )
   .annotate(OpenApi.License, LICENSE)

@@ -5,6 +5,7 @@
  */
 export * as BridgeApi from "./BridgeApi.js"
 export * as Conformance from "./Conformance.js"
+export * as Destinations from "./Destinations.js"
 export * as EventApi from "./EventApi.js"
 export * as Events from "./Events.js"
 export * as Mcp from "./Mcp.js"

@@ -37,7 +37,9 @@ export const DeliveryJob = Schema.Struct({
   subscription_removed: Schema.NullOr(Schema.Boolean),
   subscription_id: Schema.NullOr(Schema.String),
   /** The subscription's state at the claim (SubscriptionLifecycle.ClaimedState; null: none recorded). */
-  subscription_state: Schema.NullOr(Schema.Literal("active", "failing", "removed", "gone", "disabled"))
+  subscription_state: Schema.NullOr(Schema.Literal("active", "failing", "removed", "gone", "disabled")),
+  /** The destination the subscription delivers to (Destinations; migration 0016); null for a REST hook. */
+  destination_id: Schema.NullOr(Schema.String)
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 
@@ -51,14 +53,15 @@ export const table = JobQueue.table({
   // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
   fairness: { key: "target_origin", group: "account_id" },
   log: "delivery_attempts",
-  // Migration 0011: the fair claim with the select list below, planned once per session. A change of the
-  // select list needs a new version of the function (the Deliveries test compares the two claims).
-  claimFunction: "deliveries_claim_fairly",
+  // Migration 0016 (0011's, with destination_id): the fair claim with the select list below, planned once per
+  // session. A change of the select list needs a new version of the function (the Deliveries test compares the two claims).
+  claimFunction: "deliveries_claim_fairly_2",
   // Migration 0013: the worker's results (delivered_at, end_reason and the attempt rows), planned once per session.
   finishFunction: { name: "deliveries_finish", columns: ["delivered_at", "end_reason"] },
   select: `account_id, target_url, payload::text AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
-    subscription_id, ${claimedStateSql} AS subscription_state`
+    subscription_id, ${claimedStateSql} AS subscription_state,
+    (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id`
 })
 
 const ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/

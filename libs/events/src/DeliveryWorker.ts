@@ -1,22 +1,17 @@
 /**
- * The webhook delivery worker: claims due deliveries (JobQueue over the
- * `deliveries` table) and POSTs each stored event to its subscription's
- * target URL through the one safe egress (`allowQuery: true`: receiver URLs
- * may carry a query), signed per Standard Webhooks with the account's secret.
+ * The delivery worker: claims due deliveries (JobQueue over the
+ * `deliveries` table), signs each stored event per Standard Webhooks with
+ * the account's secret and publishes it through its destination kind
+ * (`Destination`, looked up in `DestinationKinds`; today every delivery is a
+ * webhook: `WebhookDestination` says what each answer means).
  *
- * - 2xx: delivered, whatever the body (its size, its Content-Encoding): only
- *   the status and headers are read, the body is drained unread by egress.
- *   Anything else is a failure: 3xx (never followed), 4xx, 5xx, timeout,
- *   network. Failures are retried on `deliveryRetry` (at least
- *   60 s after a timeout or 429, Retry-After honoured up to 10 hours) and the
- *   delivery fails for good (dead letter, replayable) when it ends.
- * - Egress refused the target (private, loopback or metadata address, not
- *   https, credentials in the URL, body over 1 MiB): nothing was sent; the
- *   delivery fails at once with the reason.
- * - 410 Gone: the subscription is removed at once and the delivery, with its
- *   subscription's other pending ones, ends as `gone` (SubscriptionLifecycle).
- * - Any other non-2xx answer carrying `webhook-delivery: abort-message`: this
- *   message ends as `aborted`, no retry.
+ * - Delivered: done. Transient: retried on `deliveryRetry` (never sooner
+ *   than the wait the outcome asks for) and the delivery fails for good
+ *   (dead letter, replayable) when the schedule ends. Permanent: fails at
+ *   once with the reason, nothing retried.
+ * - Ended `gone` (a webhook's 410): the subscription is removed at once and
+ *   the delivery, with its subscription's other pending ones, ends as `gone`
+ *   (SubscriptionLifecycle). Ended `aborted`: this message ends, no retry.
  * - Failures count toward the subscription's failure clock; the failure that
  *   disables it ends its delivery as `disabled`; a success resets the clock.
  * - The subscription was removed after the fan-out: nothing is sent; the
@@ -28,14 +23,19 @@
  *   headers.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Egress, type EgressError, type EgressResponse } from "@crm-relay/bridge"
+import type { Egress, EgressError, EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, type Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
-import { Duration, Effect, Either, FiberRef, LogLevel, Option, type Redacted } from "effect"
+import type { Vault } from "@crm-relay/store/Vault"
+import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
+import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
+import { DestinationKinds } from "./DestinationKinds.js"
+import { Destinations } from "./Destinations.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
 import { SigningSecrets } from "./SigningSecrets.js"
+import * as WebhookDestination from "./WebhookDestination.js"
 import * as WebhookSigner from "./WebhookSigner.js"
 
 /** Why an attempt failed, as stored in `delivery_attempts.error_class`. */
@@ -57,28 +57,29 @@ export type ErrorClass =
   | "subscription_gone"
   | "subscription_disabled"
 
-/** How one attempt ended. */
+/** How one attempt ended, as the worker decides on it. */
 export type Classified =
-  | { readonly _tag: "Delivered"; readonly statusCode: number }
+  | { readonly _tag: "Delivered"; readonly statusCode: number | null }
   | {
     /** No retry, and not a failure: the receiver (or the subscription's state) ended the message. */
     readonly _tag: "Ended"
     readonly statusCode: number | null
     readonly reason: SubscriptionLifecycle.EndReason
-    readonly errorClass: ErrorClass
+    readonly errorClass: ErrorClass | (string & {})
     readonly error: string
   }
   | {
     readonly _tag: "Failed"
     readonly statusCode: number | null
-    readonly errorClass: ErrorClass
+    /** The worker's own classes, or a destination kind's. */
+    readonly errorClass: ErrorClass | (string & {})
     /** One short sentence (no path, query, payload or secret). */
     readonly error: string
     readonly failure: DeliverySchedule.DeliveryFailure
   }
 
 const failed = (
-  errorClass: ErrorClass,
+  errorClass: ErrorClass | (string & {}),
   error: string,
   failure: DeliverySchedule.DeliveryFailure,
   statusCode: number | null = null
@@ -95,62 +96,25 @@ const endedBy = (reason: SubscriptionLifecycle.EndReason, errorClass: ErrorClass
 const NEVER_RETRY: DeliverySchedule.DeliveryFailure = { retryable: false, wait: Duration.zero }
 
 /** The `webhook-delivery` header value that ends a message's retries (Svix's convention), any case. */
-export const ABORT_MESSAGE = "abort-message"
+export const ABORT_MESSAGE = WebhookDestination.ABORT_MESSAGE
 
-const isAbortMessage = (value: string | undefined): boolean =>
-  value !== undefined && value.split(",").some((token) => token.trim().toLowerCase() === ABORT_MESSAGE)
-
-/** Classifies the answer (or the egress failure) of one attempt that ended at `nowMillis`. */
-export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMillis: number): Classified => {
-  if (Either.isLeft(sent)) {
-    const error = sent.left
-    switch (error._tag) {
-      case "EgressRefused":
-        return failed("refused", `Not sent: ${error.message}`, NEVER_RETRY)
-      case "EgressTimeout":
-        return failed("timeout", error.message, { retryable: true, wait: DeliverySchedule.MIN_WAIT_AFTER_TIMEOUT_OR_429 })
-      case "EgressNetworkError":
-        return failed("network", error.message, { retryable: true, wait: Duration.zero })
-      // Not raised when the body is discarded (as deliveries ask); written without the remote header either way.
-      case "EgressResponseTooLarge":
-        return failed("response_too_large", "The receiver's answer was larger than 1 MiB.", { retryable: true, wait: Duration.zero })
-      case "EgressEncodingRefused":
-        return failed("encoding", "The receiver's answer was encoded.", { retryable: true, wait: Duration.zero })
-    }
+/** What a destination's outcome means to the worker. */
+export const fromOutcome = (outcome: Outcome): Classified => {
+  switch (outcome._tag) {
+    case "Delivered":
+      return { _tag: "Delivered", statusCode: outcome.statusCode }
+    case "Ended":
+      return { _tag: "Ended", statusCode: outcome.statusCode, reason: outcome.reason, errorClass: outcome.errorClass, error: outcome.error }
+    case "Transient":
+      return failed(outcome.errorClass, outcome.error, { retryable: true, wait: waitOf(outcome) }, outcome.statusCode)
+    case "Permanent":
+      return failed(outcome.errorClass, outcome.error, NEVER_RETRY, outcome.statusCode)
   }
-  const { status, headers } = sent.right
-  if (status >= 200 && status <= 299) return { _tag: "Delivered", statusCode: status }
-  if (status === 410) {
-    return { _tag: "Ended", statusCode: status, reason: "gone", errorClass: "gone", error: SubscriptionLifecycle.endedBecause.gone }
-  }
-  if (isAbortMessage(headers["webhook-delivery"])) {
-    return {
-      _tag: "Ended",
-      statusCode: status,
-      reason: "aborted",
-      errorClass: "aborted",
-      error: `The receiver answered ${status} with webhook-delivery: abort-message; this message is not retried.`
-    }
-  }
-  const retryAfter = DeliverySchedule.parseRetryAfter(headers["retry-after"], nowMillis)
-  const wait = Option.getOrElse(retryAfter, () => Duration.zero)
-  if (status === 429) {
-    return failed("rate_limited", "The receiver answered 429 (too many requests).", {
-      retryable: true,
-      wait: Duration.max(wait, DeliverySchedule.MIN_WAIT_AFTER_TIMEOUT_OR_429)
-    }, status)
-  }
-  const retry = { retryable: true, wait }
-  if (status >= 300 && status <= 399) {
-    return failed("redirect", `The receiver answered ${status}, a redirect; redirects are not followed.`, retry, status)
-  }
-  if (status >= 400 && status <= 499) return failed("client_error", `The receiver answered ${status}.`, retry, status)
-  if (status >= 500 && status <= 599) return failed("server_error", `The receiver answered ${status}.`, retry, status)
-  return failed("unexpected_status", `The receiver answered ${status}, which is not a success.`, retry, status)
 }
 
-/** How every delivery is sent: receiver URLs may carry a query; only the answer's status and headers are read. */
-const SEND_OPTIONS = { allowQuery: true, purpose: "webhook", responseBody: "discard" } as const
+/** Classifies a webhook's answer (or the egress failure) of one attempt that ended at `nowMillis`. */
+export const classify = (sent: Either.Either<EgressResponse, EgressError>, nowMillis: number): Classified =>
+  fromOutcome(WebhookDestination.classify(sent, nowMillis))
 
 /** The host of a target URL, for logs ("" when it does not parse). */
 const hostOf = (url: string): string => URL.parse(url)?.host ?? ""
@@ -171,7 +135,25 @@ export const DEFAULT_OPTIONS: DeliveryWorkerOptions = { concurrency: 128, batchS
 export const makeHandler = (
   policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY
 ) => Effect.gen(function*() {
-  const egress = yield* Egress
+  const kinds = yield* DestinationKinds
+  const destinations = yield* Destinations
+  // A REST hook (no destination) is a webhook to its target URL.
+  const webhook: DestinationService = yield* Effect.orDie(kinds.get(WebhookDestination.KIND))
+  const restHook = (job: JobQueue.Job<DeliveryJob>): Target => ({ config: { url: job.data.target_url }, credentials: Option.none() })
+  // A destination never changes (it is removed and created anew), so its kind and unsealed target are kept.
+  const loaded = new Map<string, { readonly destination: DestinationService; readonly target: Target }>()
+  const MAX_KEPT = 10_000
+  const destinationOf = (job: JobQueue.Job<DeliveryJob>) => {
+    const id = job.data.destination_id
+    if (id === null) return Effect.succeed({ destination: webhook, target: restHook(job) })
+    const known = loaded.get(id)
+    if (known !== undefined) return Effect.succeed(known)
+    return Effect.tap(destinations.load(id), (found) =>
+      Effect.sync(() => {
+        if (loaded.size >= MAX_KEPT) loaded.clear()
+        loaded.set(id, found)
+      }))
+  }
   const secrets = yield* SigningSecrets
   const sql = yield* SqlClient.SqlClient
   const clock = yield* Effect.clock
@@ -205,9 +187,9 @@ export const makeHandler = (
       if (Either.isLeft(key)) {
         return unsent(failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY))
       }
-      const sending = egress.send({
-        method: "POST",
-        url: job.data.target_url,
+      const publishing = Effect.flatMap(destinationOf(job), ({ destination, target }) => destination.publish({
+        id: job.id,
+        accountId: job.data.account_id,
         headers: WebhookSigner.headers({
           key: key.right,
           // A previous secret that no longer imports is left out: the current signature still goes.
@@ -219,15 +201,16 @@ export const makeHandler = (
           body: job.data.body
         }),
         body: job.data.body,
-        options: SEND_OPTIONS
-      })
-      return Effect.map(Effect.either(sending), (sent): Attempted => {
-        const endedAt = clock.unsafeCurrentTimeMillis()
-        return {
-          classified: classify(sent, endedAt),
-          durationMs: Either.isRight(sent) ? sent.right.durationMs : endedAt - startedAt
-        }
-      })
+        target
+      })).pipe(
+        // The destination cannot be loaded (its kind is not served by this process, its credentials do not open): not sent.
+        Effect.catchTag("DestinationRefused", (refused) =>
+          Effect.succeed<Outcome>({ _tag: "Permanent", errorClass: "destination_unavailable", error: refused.message, statusCode: null }))
+      )
+      return Effect.map(publishing, (outcome): Attempted => ({
+        classified: fromOutcome(outcome),
+        durationMs: outcome.durationMs ?? clock.unsafeCurrentTimeMillis() - startedAt
+      }))
     })
   }
 
@@ -362,10 +345,19 @@ export const makeHandler = (
 })
 
 /**
- * Delivers due webhooks until interrupted (interruption is the clean
- * shutdown: running attempts get the grace period, the rest are released).
+ * Delivers due deliveries through the context's destination kinds until interrupted (interruption
+ * is the clean shutdown: running attempts get the grace period, the rest are released).
  */
+export const runWithKinds = (
+  options: DeliveryWorkerOptions = {}
+): Effect.Effect<never, never, DestinationKinds | Destinations | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
+  Effect.flatMap(makeHandler(options.autoDisable), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
+
+/** The registry of the webhook kind alone, over the context's Egress. */
+export const webhookOnly: Layer.Layer<DestinationKinds, never, Egress> = DestinationKinds.layerOf(WebhookDestination.registered)
+
+/** `runWithKinds` with the webhook kind alone (over the context's Egress). */
 export const run = (
   options: DeliveryWorkerOptions = {}
-): Effect.Effect<never, never, Egress | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
-  Effect.flatMap(makeHandler(options.autoDisable), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
+): Effect.Effect<never, never, Egress | Vault | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
+  runWithKinds(options).pipe(Effect.provide(Destinations.Default.pipe(Layer.provideMerge(webhookOnly))))

@@ -118,7 +118,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       Result: Schema.Struct({ id: SubscriptionId }),
       execute: ({ accountId, id }) =>
         sql`UPDATE subscriptions SET removed_at = now(), removed_reason = 'unsubscribed'
-            WHERE id = ${id} AND account_id = ${accountId} AND removed_at IS NULL
+            WHERE id = ${id} AND account_id = ${accountId} AND removed_at IS NULL AND destination_id IS NULL
             RETURNING id`
     })
     const activeFor = SqlSchema.findAll({
@@ -148,7 +148,7 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       execute: ({ accountId, after, limit, removed }) =>
         sql`SELECT id, target_url, event, created_by_key_id, created_at,
               failing_since, disabled_at, disabled_reason, removed_at, removed_reason FROM subscriptions
-            WHERE account_id = ${accountId} ${removed ? sql`` : sql`AND removed_at IS NULL`}
+            WHERE account_id = ${accountId} AND destination_id IS NULL ${removed ? sql`` : sql`AND removed_at IS NULL`}
               ${after === null ? sql`` : sql`AND seq > (SELECT seq FROM subscriptions WHERE id = ${after})`}
             ORDER BY seq LIMIT ${limit}`
     })
@@ -175,8 +175,8 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       }),
 
       /**
-       * Removes the subscription `id` of `accountId`; false when it is
-       * unknown, already removed, or another account's.
+       * Removes the REST hook `id` of `accountId`; false when it is unknown, already removed,
+       * another account's, or a destination's (removed through Destinations only).
        */
       remove: Effect.fn("Subscriptions.remove")(function*(accountId: AccountId, id: string) {
         if (!isUuid(id)) return false
@@ -212,8 +212,8 @@ export class Subscriptions extends Effect.Service<Subscriptions>()("@crm-relay/e
       }),
 
       /**
-       * A page of the account's active subscriptions (with the removed ones too
-       * when `removed`), oldest first (the account is not checked here).
+       * A page of the account's active REST hooks (with the removed ones too when `removed`),
+       * oldest first (the account is not checked here); destinations are listed by Destinations.
        */
       page: Effect.fn("Subscriptions.page")(function*(
         accountId: string,

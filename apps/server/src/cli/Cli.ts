@@ -13,6 +13,7 @@ import * as BridgeCli from "./BridgeCli.js"
 import * as ConnectionsCli from "./ConnectionsCli.js"
 import * as DataCli from "./DataCli.js"
 import * as DeliveriesCli from "./DeliveriesCli.js"
+import * as DestinationsCli from "./DestinationsCli.js"
 import { refused, UsageError } from "./AdminError.js"
 import * as Help from "./Help.js"
 import { json, print } from "./Output.js"
@@ -48,7 +49,7 @@ const migrate = Command.make("migrate", { json, status }, ({ json, status }) =>
       ))
   )).pipe(
     Command.withDescription(
-      "Apply pending database migrations (forward-only, each in its own transaction). `serve` does this at start too."
+      "Apply pending database migrations. Forward-only, each in its own transaction; `serve` does this at start too."
     )
   )
 
@@ -124,6 +125,7 @@ const root = Command.make("crm-relay", {}, () => Console.log("Run `crm-relay --h
     ConnectionsCli.masterKey,
     PushesCli.command,
     DeliveriesCli.command,
+    DestinationsCli.command,
     PortalCli.command
   ])
 )

@@ -5,7 +5,7 @@
  * (10.20.30.40) is refused like any private address. Built on the live
  * clock, so a test's TestClock jumps never expire a real exchange in flight.
  */
-import { DnsResolver, Egress } from "@crm-relay/bridge"
+import { BrokerEgress, DnsResolver, Egress } from "@crm-relay/bridge"
 import { Clock, Effect, Layer } from "effect"
 import * as BridgeLayers from "../../src/workers/BridgeLayers.js"
 
@@ -13,12 +13,14 @@ import * as BridgeLayers from "../../src/workers/BridgeLayers.js"
 export const BRIDGE_HOST = "bridge.localhost"
 /** The name of the loopback webhook receiver. */
 export const RECEIVER_HOST = "hooks.localhost"
+/** The name of the loopback brokers. */
+export const BROKER_HOST = "broker.localhost"
 /** Resolves to a private address outside the allowed loopback range. */
 export const PRIVATE_HOST = "private.localhost"
 
 /** Egress, clients and token cache toward the loopback servers whose certificates `cas` issued. */
 export const bridgeSide = (cas: ReadonlyArray<string>) =>
-  BridgeLayers.layer(
+  BridgeLayers.layerWith(
     Layer.scopedContext(
       Effect.withClock(
         Layer.build(
@@ -32,5 +34,9 @@ export const bridgeSide = (cas: ReadonlyArray<string>) =>
         ),
         Clock.make()
       )
+    ),
+    // Broker addresses under the same rules: loopback allowed (plain AMQP and NATS too), private.localhost refused.
+    BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(
+      Layer.provide(DnsResolver.layerStatic({ [BROKER_HOST]: ["127.0.0.1"], [PRIVATE_HOST]: ["10.20.30.40"] }))
     )
   )

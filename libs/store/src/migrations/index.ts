@@ -18,6 +18,7 @@ import eventApiFunctions from "./0012_event_api_functions.js"
 import deliveryFinishFunction from "./0013_delivery_finish_function.js"
 import outcomeIntakeFunction from "./0014_outcome_intake_function.js"
 import outcomeHandoff from "./0015_outcome_handoff.js"
+import destinations from "./0016_destinations.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -35,5 +36,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0012_event_api_functions": eventApiFunctions,
   "0013_delivery_finish_function": deliveryFinishFunction,
   "0014_outcome_intake_function": outcomeIntakeFunction,
-  "0015_outcome_handoff": outcomeHandoff
+  "0015_outcome_handoff": outcomeHandoff,
+  "0016_destinations": destinations
 }

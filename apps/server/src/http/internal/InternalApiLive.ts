@@ -16,6 +16,7 @@ import * as DeliveriesApiLive from "./DeliveriesApiLive.js"
 import * as InCallApiLive from "./InCallApiLive.js"
 import * as ListingsApiLive from "./ListingsApiLive.js"
 import * as SubscriptionLifecycleApiLive from "./SubscriptionLifecycleApiLive.js"
+import * as DestinationsApiLive from "./DestinationsApiLive.js"
 import * as PortalSessionsApiLive from "./PortalSessionsApiLive.js"
 import { PortalSessions } from "../portal/PortalSessions.js"
 import { Readiness } from "../Readiness.js"
@@ -113,6 +114,6 @@ const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
 /** The internal API with its handlers, guarded by `token`. */
 export const layer = (token: Redacted.Redacted<string>) =>
   HttpApiBuilder.api(InternalApi).pipe(
-    Layer.provide([AccountsLive, KeysLive, OperationsLive, HealthLive, CallsApiLive.layer, ConnectionsApiLive.layer, InCallApiLive.layer, DeliveriesApiLive.layer, ListingsApiLive.layer, SubscriptionLifecycleApiLive.layer, PortalSessionsApiLive.layer.pipe(Layer.provide(PortalSessions.Default))]),
+    Layer.provide([AccountsLive, KeysLive, OperationsLive, HealthLive, CallsApiLive.layer, ConnectionsApiLive.layer, InCallApiLive.layer, DeliveriesApiLive.layer, ListingsApiLive.layer, SubscriptionLifecycleApiLive.layer, DestinationsApiLive.layer, PortalSessionsApiLive.layer.pipe(Layer.provide(PortalSessions.Default))]),
     Layer.provide(AdminAuthLive(token))
   )

@@ -16,6 +16,8 @@ export type RefusalReason =
   | "private_address"
   | "invalid_request"
   | "request_too_large"
+  | "broker_scheme"
+  | "plain_broker"
 
 /** The request was refused before (or instead of) being sent; retrying cannot help. */
 export class EgressRefused extends Data.TaggedError("EgressRefused")<{
@@ -49,6 +51,10 @@ export class EgressRefused extends Data.TaggedError("EgressRefused")<{
       }
       case "invalid_request":
         return `The request to ${host} is malformed: ${this.detail ?? "invalid request"}.`
+      case "broker_scheme":
+        return `The broker URL for ${host} uses ${this.detail ?? "a scheme this kind of broker does not take"}.`
+      case "plain_broker":
+        return `The broker URL for ${host} asks for a plain ${this.detail ?? "connection"} to an address outside EGRESS_ALLOW_PRIVATE; use TLS (amqps:// or tls://).`
       case "request_too_large":
         return `The request body for ${host} is ${this.detail ?? "too large"}, over the ${MAX_BODY_BYTES}-byte (1 MiB) limit.`
     }

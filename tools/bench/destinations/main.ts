@@ -1,0 +1,195 @@
+/**
+ * The broker publishers against the limit: a plain client publishing the
+ * same messages with the same guarantees (RabbitMQ: amqplib on a confirm
+ * channel, persistent and mandatory; NATS: a JetStream publish with
+ * Nats-Msg-Id, waiting for each ack), on private loopback brokers started for
+ * the run, in alternating rounds.
+ *
+ *   npm run bench:destinations -- [--messages 5000] [--rounds 2] [--concurrency 64]
+ *
+ * Each round, for RabbitMQ and for NATS, the publisher (egress, connection
+ * held per destination, outcome per message) and the plain client each
+ * publish `--messages` messages, `--concurrency` in flight; the order of the
+ * two alternates by round. Printed: messages/s, this process's CPU per
+ * message (the brokers' work is the same for both), the medians over rounds
+ * and the ratio publisher / plain. Every message must be delivered.
+ * (The full drain through the delivery queue joins once the destination
+ * Layers are wired.)
+ */
+import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
+import { NatsConfig } from "@crm-relay/contract/Destinations/Nats"
+import { RabbitmqConfig, RabbitmqCredentials } from "@crm-relay/contract/Destinations/Rabbitmq"
+import * as AmqpPublisher from "@crm-relay/events/internal/brokers/AmqpPublisher"
+import type { BrokerMessage, PublishOutcome } from "@crm-relay/events/internal/brokers/BrokerMessage"
+import * as JetStreamPublisher from "@crm-relay/events/internal/brokers/JetStreamPublisher"
+import { NatsServer, RabbitMqServer } from "@crm-relay/testing"
+import { jetstream, jetstreamManager } from "@nats-io/jetstream"
+import { connect, headers as natsHeaders } from "@nats-io/transport-node"
+import * as amqp from "amqplib"
+import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
+import * as Argv from "../support/Argv.js"
+import { runMain } from "../support/runMain.js"
+
+const messages = Argv.integer("messages", 5_000)
+const rounds = Argv.integer("rounds", 2)
+const concurrency = Argv.integer("concurrency", 64)
+
+interface Figures {
+  readonly perSecond: number
+  readonly cpuMicrosPerMessage: number
+}
+
+const batch = (label: string): ReadonlyArray<BrokerMessage> =>
+  Array.from({ length: messages }, (_, index) => {
+    const id = `msg_${label}_${index}`
+    return {
+      body: new TextEncoder().encode(JSON.stringify({ type: "lead.created", timestamp: new Date().toISOString(), data: { index, phone: "+15551234567" } })),
+      messageId: id,
+      headers: {
+        "webhook-id": id,
+        "webhook-timestamp": String(Math.floor(Date.now() / 1000)),
+        "webhook-signature": `v1,${Buffer.from(id).toString("base64")}`,
+        "content-type": "application/json"
+      }
+    }
+  })
+
+/** Runs `publish` over the messages with `concurrency` in flight; wall time and this process's CPU. */
+const timed = (run: Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const cpu = process.cpuUsage()
+    const started = performance.now()
+    yield* run
+    const seconds = (performance.now() - started) / 1000
+    const used = process.cpuUsage(cpu)
+    return { perSecond: messages / seconds, cpuMicrosPerMessage: (used.user + used.system) / messages } satisfies Figures
+  })
+
+const expectDelivered = (label: string) => (outcome: PublishOutcome) =>
+  outcome._tag === "Delivered" ? Effect.void : Effect.dieMessage(`${label}: a message was not delivered: ${outcome.reason}`)
+
+/** A pool of `concurrency` promise workers over `items`. */
+const promisePool = <A>(items: ReadonlyArray<A>, work: (item: A) => Promise<void>) =>
+  Effect.promise(async () => {
+    let next = 0
+    await Promise.all(Array.from({ length: concurrency }, async () => {
+      while (next < items.length) await work(items[next++]!)
+    }))
+  })
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const middle = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
+}
+
+const line = (name: string, figures: Figures) =>
+  `${name.padEnd(34)} ${figures.perSecond.toFixed(0).padStart(7)} msg/s  ${figures.cpuMicrosPerMessage.toFixed(1).padStart(7)} µs CPU/msg`
+
+const main = Effect.gen(function*() {
+  yield* Console.log(`Starting private RabbitMQ and NATS servers; ${messages} messages per run, ${concurrency} in flight, ${rounds} rounds.`)
+  const rabbit = yield* RabbitMqServer.start
+  const nats = yield* NatsServer.start
+
+  // The plain clients: the same broker features the publishers use, nothing else.
+  const model = yield* Effect.acquireRelease(
+    Effect.promise(() => amqp.connect({ hostname: "127.0.0.1", port: rabbit.port, username: rabbit.user, password: rabbit.password })),
+    (model) => Effect.promise(() => model.close().catch(() => {}))
+  )
+  const channel = yield* Effect.promise(() => model.createConfirmChannel())
+  yield* Effect.promise(async () => {
+    await channel.assertExchange("bench", "topic", { durable: true })
+    await channel.assertQueue("bench", { durable: true })
+    await channel.bindQueue("bench", "bench", "#")
+  })
+  const nc = yield* Effect.acquireRelease(
+    Effect.promise(() => connect({ servers: `127.0.0.1:${nats.port}`, user: nats.user, pass: nats.password })),
+    (nc) => Effect.promise(() => nc.close().catch(() => {}))
+  )
+  const jsm = yield* Effect.promise(() => jetstreamManager(nc))
+  yield* Effect.promise(() => jsm.streams.add({ name: "BENCH", subjects: ["bench.leads"] }))
+  const js = jetstream(nc)
+
+  const amqpPublisher = yield* AmqpPublisher.make(
+    Schema.decodeSync(RabbitmqConfig)({ url: rabbit.url, exchange: "bench", routing_key: "lead.created" }),
+    RabbitmqCredentials.make({ username: rabbit.user, password: Redacted.make(rabbit.password) })
+  )
+  const jetStreamPublisher = yield* JetStreamPublisher.make(
+    Schema.decodeSync(NatsConfig)({ url: nats.url, subject: "bench.leads" }),
+    { _tag: "UserPassword", user: nats.user, password: Redacted.make(nats.password) }
+  )
+
+  const runs: Record<string, (label: string) => Effect.Effect<Figures>> = {
+    "RabbitMQ publisher": (label) =>
+      timed(Effect.forEach(batch(label), (message) => Effect.flatMap(amqpPublisher.publish(message), expectDelivered(label)), {
+        concurrency,
+        discard: true
+      })),
+    "RabbitMQ plain amqplib (confirms)": (label) =>
+      timed(promisePool(batch(label), (message) =>
+        new Promise<void>((resolve, reject) => {
+          const { "content-type": contentType, ...headers } = message.headers
+          channel.publish("bench", "lead.created", Buffer.from(message.body), {
+            persistent: true,
+            mandatory: true,
+            messageId: message.messageId,
+            contentType: contentType ?? "application/json",
+            headers
+          }, (error: unknown) => (error === null || error === undefined ? resolve() : reject(new Error(`${label}: nack`))))
+        }))),
+    "NATS publisher": (label) =>
+      timed(Effect.forEach(batch(label), (message) => Effect.flatMap(jetStreamPublisher.publish(message), expectDelivered(label)), {
+        concurrency,
+        discard: true
+      })),
+    "NATS plain JetStream (acks)": (label) =>
+      timed(promisePool(batch(label), async (message) => {
+        const h = natsHeaders()
+        for (const [name, value] of Object.entries(message.headers)) h.set(name, value)
+        await js.publish("bench.leads", message.body, { msgID: message.messageId, headers: h })
+      }))
+  }
+
+  const results = new Map<string, Array<Figures>>(Object.keys(runs).map((name) => [name, []]))
+  const pairs: ReadonlyArray<readonly [string, string]> = [
+    ["RabbitMQ publisher", "RabbitMQ plain amqplib (confirms)"],
+    ["NATS publisher", "NATS plain JetStream (acks)"]
+  ]
+  // A warm-up of each, not counted: connections open, code paths compiled.
+  for (const name of Object.keys(runs)) yield* runs[name]!(`warmup_${name.replace(/\W+/g, "_")}`)
+  for (let round = 1; round <= rounds; round++) {
+    yield* Console.log(`round ${round}`)
+    for (const pair of pairs) {
+      const order = round % 2 === 1 ? pair : ([pair[1], pair[0]] as const)
+      for (const name of order) {
+        const figures = yield* runs[name]!(`r${round}_${name.replace(/\W+/g, "_")}`)
+        results.get(name)!.push(figures)
+        yield* Console.log(`  ${line(name, figures)}`)
+      }
+    }
+    yield* Effect.promise(() => channel.purgeQueue("bench"))
+    yield* Effect.promise(() => jsm.streams.purge("BENCH"))
+  }
+
+  yield* Console.log(`medians over ${rounds} rounds`)
+  for (const [product, plain] of pairs) {
+    const of = (name: string): Figures => ({
+      perSecond: median(results.get(name)!.map((figures) => figures.perSecond)),
+      cpuMicrosPerMessage: median(results.get(name)!.map((figures) => figures.cpuMicrosPerMessage))
+    })
+    const a = of(product)
+    const b = of(plain)
+    yield* Console.log(`  ${line(product, a)}`)
+    yield* Console.log(`  ${line(plain, b)}`)
+    yield* Console.log(
+      `  ratio publisher / plain: rate ${(a.perSecond / b.perSecond).toFixed(2)}, CPU per message ${(a.cpuMicrosPerMessage / b.cpuMicrosPerMessage).toFixed(2)}`
+    )
+  }
+}).pipe(
+  Effect.provide(Layer.merge(
+    BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(Layer.provide(DnsResolver.layerSystem)),
+    Logger.minimumLogLevel(LogLevel.Warning)
+  ))
+)
+
+runMain(main)
