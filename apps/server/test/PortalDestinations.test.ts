@@ -7,14 +7,19 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { TestDatabase } from "@crm-relay/store"
-import { Effect, Layer, Logger, LogLevel, Option } from "effect"
+import { Eventually } from "@crm-relay/testing"
+import { Effect, Layer, Option } from "effect"
+import * as LogCapture from "./support/LogCapture.js"
 import { session } from "./support/PortalSession.js"
 import { layerServer } from "./support/TestServer.js"
+
+/** The server's log lines, for the audit trail of the page's changes. */
+const capture = LogCapture.make()
 
 /** A server with its Integrations area on loopback (no built page: the API is what is tested). */
 const Live = layerServer({
   portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() }
-}).pipe(Layer.provideMerge(TestDatabase.layer), Layer.provide(Logger.minimumLogLevel(LogLevel.None)))
+}).pipe(Layer.provide(capture.layer), Layer.provideMerge(TestDatabase.layer))
 
 const UNKNOWN = "No destination with this id exists in this account; it may have been removed already."
 
@@ -63,10 +68,10 @@ layer(Live, { excludeTestServices: true })("event destinations in the Integratio
       expect((yield* theirs.call("GET", "/api/deliveries")).json).toMatchObject({ deliveries: [] })
     }))
 
-  it.effect("Its own destination: shown, disabled (\"Disabled in the Integrations area.\"), enabled, sent a test event that its latest deliveries list, then removed", () =>
+  it.effect("Its own destination: shown, disabled (\"Disabled in the Integrations area.\"), enabled, sent a test event that its latest deliveries list, then removed; every change is an audit line naming the session", () =>
     Effect.gen(function*() {
       const me = yield* session()
-      const { id } = (yield* me.call("POST", "/api/destinations", webhook("mine"))).json as { id: string }
+      const { id, subscription_id } = (yield* me.call("POST", "/api/destinations", webhook("mine"))).json as { id: string; subscription_id: string }
       expect((yield* me.call("POST", `/api/destinations/${id}/disable`)).json).toEqual({ id, outcome: "disabled" })
       expect((yield* me.call("GET", `/api/destinations/${id}`)).json).toMatchObject({
         state: "disabled",
@@ -83,6 +88,17 @@ layer(Live, { excludeTestServices: true })("event destinations in the Integratio
       expect((yield* me.call("DELETE", `/api/destinations/${id}`)).status).toBe(204)
       expect((yield* me.call("GET", "/api/destinations")).json).toEqual({ destinations: [] })
       expect((yield* me.call("GET", `/api/destinations/${id}`)).status).toBe(404)
+
+      const mine = (line: Record<string, unknown>) => line["destination_id"] === id || line["subscription_id"] === subscription_id
+      const changes = ["destination.created", "subscription.disabled", "subscription.enabled", "destination.removed"]
+      const logged = Effect.map(LogCapture.ofKind(capture, "audit"), (lines) => lines.filter(mine))
+      yield* Eventually.eventually(Effect.map(logged, (lines) => changes.every((action) => lines.some((line) => line["action"] === action))))
+      const audit = yield* logged
+      for (const line of audit) expect([line["action"], String(line["actor"])]).toEqual([line["action"], expect.stringMatching(/^portal_session:/)])
+      expect(audit.find((line) => line["action"] === "subscription.disabled")).toMatchObject({
+        account_id: me.accountId,
+        reason: "Disabled in the Integrations area."
+      })
     }))
 
   it.effect("Bad input: an unknown kind, a webhook URL of the wrong scheme, a RabbitMQ exchange name the broker would reject → 400 with one sentence, nothing stored", () =>
