@@ -5,8 +5,8 @@
  * a NATS JetStream destination in the page (each checked first), sends each
  * a test event and the test reads that message from the broker, its message
  * id the delivery's `webhook-id`; a wrong password or a missing stream shows
- * the check's sentence and nothing is stored; disable, enable and remove
- * work. Each state is scanned with axe-core and photographed.
+ * the check's sentence and nothing is stored; a test event while the broker
+ * is away shows why it was not delivered; disable, enable and remove work. Each state is scanned with axe-core and photographed.
  */
 import { expect, layer } from "@effect/vitest"
 import { NatsServer, RabbitMqServer } from "@crm-relay/testing"
@@ -162,6 +162,14 @@ layer(Stack.Live.pipe(Layer.provideMerge(BrokersLive)), { timeout: 600_000, excl
       yield* promise(() => card.getByText("Our lead queue enabled: new events are sent to it again.").waitFor(WAIT))
       yield* promise(() => state.filter({ hasText: /^active$/ }).waitFor(WAIT))
       expect(yield* stored(account.id)).toMatchObject([{ state: "active" }])
+
+      // The broker away: the test event's outcome says why, and that it will be retried on the schedule.
+      yield* rabbit.stop
+      yield* promise(() => row.getByRole("button", { name: "Send test event" }).click())
+      yield* promise(() => row.getByTestId("test-result").filter({ hasText: /^Test event not delivered: .+\. It will be retried\.$/ }).waitFor(WAIT))
+      yield* noSeriousViolations(page, "[data-card=destinations]")
+      yield* promise(() => screenshot(page, "[data-testid=destination-row]", "destination-test-failed"))
+      yield* Effect.orDie(rabbit.start)
 
       yield* promise(() => row.getByRole("button", { name: "Remove destination Our lead queue" }).click())
       yield* promise(() => row.getByRole("button", { name: "Remove it" }).click())
