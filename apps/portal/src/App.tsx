@@ -1,12 +1,14 @@
 /**
  * The Integrations area: the account's own page. It opens the session the
- * single-use link started, then shows three cards — webhook/automation,
- * CRM bridge, activity — each loading its own data through the API client.
+ * single-use link started, then shows four cards — webhook/automation,
+ * event destinations, CRM bridge, activity — each loading its own data
+ * through the API client.
  */
 import { useEffect, useState } from "react"
 import { type Client, connect, type PortalApi, run } from "./api.js"
 import { ActivityCard } from "./cards/ActivityCard.js"
 import { BridgeCard } from "./cards/BridgeCard.js"
+import { DestinationsCard } from "./cards/DestinationsCard.js"
 import { WebhookCard } from "./cards/WebhookCard.js"
 
 type State =
@@ -60,6 +62,7 @@ export const App = () => {
         </div>
         <nav aria-label="Cards">
           <a href="#webhooks">Webhooks</a>
+          <a href="#destinations">Destinations</a>
           <a href="#bridge">CRM bridge</a>
           <a href="#activity">Activity</a>
           <button type="button" onClick={signOut}>Sign out</button>
@@ -67,6 +70,7 @@ export const App = () => {
       </header>
       <main className="page">
         <WebhookCard client={client} />
+        <DestinationsCard client={client} />
         <BridgeCard client={client} mode={session.account.mode} />
         <ActivityCard client={client} />
       </main>

@@ -103,6 +103,21 @@ layer(S.Live)("optional bodies", (it) => {
       expect((yield* S.admin("GET", `/v1/accounts/${accountId}/subscriptions/${subscriptionId}`)).json).toMatchObject({ state: "disabled" })
     }))
 
+  it.effect("POST .../destinations/{destinationId}/disable without a body: \"{reason?}\" — the destination is disabled", () =>
+    Effect.gen(function*() {
+      const { accountId } = yield* accountWithKey()
+      // A webhook destination: its check reads the URL only.
+      const created = yield* S.admin("POST", `/v1/accounts/${accountId}/destinations`, {
+        kind: "webhook",
+        name: "Ours",
+        config: { url: "https://hooks.example.com/d" }
+      })
+      const destinationId = (created.json as { id: string }).id
+      const disabled = yield* bare("POST", `/v1/accounts/${accountId}/destinations/${destinationId}/disable`)
+      expect([disabled.status, disabled.json]).toMatchObject([200, { id: destinationId, outcome: "disabled" }])
+      expect((yield* S.admin("GET", `/v1/accounts/${accountId}/destinations/${destinationId}`)).json).toMatchObject({ state: "disabled" })
+    }))
+
   it.effect("a body that is present but not JSON still gets the clear 400; a route with a required field names it when nothing is sent", () =>
     Effect.gen(function*() {
       const id = yield* S.account("live")

@@ -4,11 +4,11 @@ import { Accounts, Deliveries } from "@crm-relay/events"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import { TestDatabase } from "@crm-relay/store"
 import { Clock, Duration, Effect, Layer, Option, Redacted, TestClock } from "effect"
-import * as Server from "../src/http/Server.js"
 import { PortalSessions } from "../src/http/portal/PortalSessions.js"
 import * as Bridge from "./support/ConnectionsServer.js"
 import { bridgeSide } from "./support/LoopbackEgress.js"
-import { adminRequest, type Answer, layerServer, request } from "./support/TestServer.js"
+import { admin, session, urls } from "./support/PortalSession.js"
+import { layerServer, request } from "./support/TestServer.js"
 import * as LogCapture from "./support/LogCapture.js"
 import { Eventually } from "@crm-relay/testing"
 
@@ -19,35 +19,6 @@ const capture = LogCapture.make()
 const Live = layerServer({
   portal: { host: "127.0.0.1", port: 0, publicUrl: Option.none(), assetsDir: Option.none() }
 }).pipe(Layer.provide(capture.layer), Layer.provideMerge(TestDatabase.layer))
-
-const urls = Effect.map(Server.Listening, (l) => ({
-  admin: l.internalApi.url,
-  public: Option.getOrThrow(l.publicApi).url,
-  portal: Option.getOrThrow(l.portal).url
-}))
-
-const admin = (method: string, path: string, body?: unknown) => Effect.flatMap(urls, (u) => adminRequest(u.admin, method, path, body))
-
-/** A signed-in session of a new account: its cookie and CSRF token, and a request helper acting in it. */
-const session = (mode: "live" | "demo" = "live") =>
-  Effect.gen(function*() {
-    const { portal } = yield* urls
-    const account = (yield* admin("POST", "/v1/accounts", { name: "Portal test", mode })).json as { id: string }
-    const link = (yield* admin("POST", `/v1/accounts/${account.id}/portal-sessions`)).json as { url: string }
-    const entered = yield* request("GET", link.url)
-    const cookie = (entered.headers.get("set-cookie") ?? "").split(";")[0]!
-    const me = (yield* request("GET", `${portal}/api/session`, { headers: { cookie } })).json as { csrf_token: string }
-    const call = (method: string, path: string, body?: unknown, csrf = true): Effect.Effect<Answer> =>
-      request(method, `${portal}${path}`, {
-        headers: {
-          cookie,
-          ...(csrf ? { "x-csrf-token": me.csrf_token } : {}),
-          ...(body === undefined ? {} : { "content-type": "application/json" })
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-    return { accountId: account.id, cookie, call }
-  })
 
 layer(Live)("Integrations area API", (it) => {
   it.effect("Access: the operator mints a single-use link (POST /v1/accounts/{id}/portal-sessions → {url, expires_at}, admin token required); it opens once, setting an HttpOnly, SameSite=Strict cookie; a second time it sets nothing", () =>

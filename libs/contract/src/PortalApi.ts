@@ -11,11 +11,10 @@
  * `x-csrf-token` header. Times are ISO 8601 strings. Errors are the Error
  * object `{error}` (with `next_step` or `field` where they help).
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
-import { Context, Schema } from "effect"
-import { BadRequest, errorObject, NotFound, RateLimited, Unauthorized } from "./Events.js"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { BadRequest, errorObject, NotFound } from "./Events.js"
 import { Report as ConformanceReport } from "./Conformance.js"
-import * as Deliveries from "./Deliveries.js"
 import { AuthRequest } from "./InternalApi/ConnectionsApi.js"
 import { baseUrlServer, LICENSE } from "./internal/openapi.js"
 import { CapabilitiesResponse } from "./Operations.js"
@@ -26,26 +25,14 @@ import {
   SubscriptionState,
   ToggleAnswer
 } from "./InternalApi/SubscriptionLifecycleApi.js"
+import { ActivityGroup } from "./PortalApi/ActivityApi.js"
+import { DestinationsGroup } from "./PortalApi/DestinationsApi.js"
+import { PortalAuth } from "./PortalApi/PortalAuth.js"
 
-/** The session cookie's name. */
-export const SESSION_COOKIE = "crm_relay_portal"
-
-/** The header carrying the CSRF token on every change. */
-export const CSRF_HEADER = "x-csrf-token"
-
-/** Where the single-use link lands: it opens the session, sets the cookie and redirects to the page. */
-export const ENTER_PATH = "/enter"
-
-/** The account and session a portal request acts for. */
-export class CurrentSession extends Context.Tag("@crm-relay/contract/PortalApi/CurrentSession")<
-  CurrentSession,
-  { readonly sessionId: string; readonly accountId: string }
->() {}
-
-/** 403: a change without the session's CSRF token. */
-export class CsrfRefused extends Schema.TaggedError<CsrfRefused>()("CsrfRefused", { error: Schema.String }) {
-  static readonly wire = errorObject(this, 403, "A change must carry the session's CSRF token in x-csrf-token; reload the page.", "CsrfError")
-}
+// The groups kept in files of their own, and the session middleware, read from here as before.
+export * from "./PortalApi/ActivityApi.js"
+export * from "./PortalApi/DestinationsApi.js"
+export * from "./PortalApi/PortalAuth.js"
 
 /** 409: demo and sandbox accounts cannot connect a real CRM. */
 export class ConnectionNotAllowed extends Schema.TaggedError<ConnectionNotAllowed>()("ConnectionNotAllowed", { error: Schema.String }) {
@@ -71,17 +58,6 @@ export class CheckFailed extends Schema.TaggedError<CheckFailed>()("CheckFailed"
 }) {
   static readonly wire = errorObject(this, 422, "The capabilities check did not pass; nothing was stored.", "PortalCheckFailedError")
 }
-
-/** Session cookie + CSRF token on changes + a per-session rate limit. */
-export class PortalAuth extends HttpApiMiddleware.Tag<PortalAuth>()("@crm-relay/contract/PortalApi/PortalAuth", {
-  failure: Schema.Union(Unauthorized.wire, CsrfRefused.wire, RateLimited.wire),
-  provides: CurrentSession,
-  security: {
-    session: HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" }).pipe(
-      HttpApiSecurity.annotate(OpenApi.Description, "The session cookie set by the single-use link (HttpOnly, SameSite=Strict).")
-    )
-  }
-}) {}
 
 // ---------------------------------------------------------------------------
 // Session
@@ -399,139 +375,6 @@ export class ConnectionsGroup extends HttpApiGroup.make("connections")
   .annotate(OpenApi.Description, "The account's CRM bridge connections.")
 {}
 
-// ---------------------------------------------------------------------------
-// Activity: webhook deliveries and CRM pushes
-// ---------------------------------------------------------------------------
-
-/** A delivery's state, as the internal API lists it. */
-export const DeliveryStatus = Deliveries.DeliveryStatus
-
-/** One webhook delivery in the activity list. */
-export const DeliveryView = Schema.Struct({
-  id: Schema.String,
-  created_at: Schema.String,
-  event: Schema.String,
-  call_id: Schema.String,
-  /** Scheme, host and path of the receiver (a query is hidden). */
-  target: Schema.String,
-  target_host: Schema.String,
-  status: DeliveryStatus,
-  attempts: Schema.Int,
-  last_status_code: Schema.NullOr(Schema.Int),
-  last_duration_ms: Schema.NullOr(Schema.Int),
-  last_error_class: Schema.NullOr(Schema.String),
-  last_error: Schema.NullOr(Schema.String),
-  /** Why an `ended` delivery ended: `gone` (the receiver answered 410 Gone), `aborted` (abort-message) or `disabled`. */
-  end_reason: Schema.NullOr(Schema.Literal("gone", "aborted", "disabled")),
-  test: Schema.Boolean
-}).annotations({ identifier: "PortalDelivery" })
-export type DeliveryView = typeof DeliveryView.Type
-
-export const AttemptView = Schema.Struct({
-  attempt: Schema.Int,
-  at: Schema.String,
-  status_code: Schema.NullOr(Schema.Int),
-  duration_ms: Schema.Int,
-  error_class: Schema.NullOr(Schema.String),
-  error: Schema.NullOr(Schema.String),
-  result: Deliveries.AttemptResult
-}).annotations({ identifier: "PortalAttempt" })
-
-export const DeliveryDetail = Schema.Struct({
-  ...DeliveryView.fields,
-  /** The JSON sent, exactly as signed. */
-  payload: Schema.String,
-  attempt_log: Schema.Array(AttemptView),
-  /** Why it cannot be replayed (its subscription was removed or is disabled), in one sentence; null when it can. */
-  not_replayable: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "PortalDeliveryDetail" })
-export type DeliveryDetail = typeof DeliveryDetail.Type
-
-export const DeliveryFilter = Schema.Struct({
-  status: Schema.optionalWith(DeliveryStatus, { exact: true }),
-  event: Schema.optionalWith(Schema.Literal("lead", "booking"), { exact: true }),
-  cursor: Schema.optionalWith(Schema.String, { exact: true })
-})
-
-export const DeliveryPage = Schema.Struct({
-  deliveries: Schema.Array(DeliveryView),
-  next_cursor: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "PortalDeliveryPage" })
-
-/** A replay was asked: `queued` again, or it was still waiting and is left as it is. */
-export const Replayed = Schema.Struct({ id: Schema.String, outcome: Schema.Literal("queued", "already_pending") }).annotations({
-  identifier: "PortalReplayed"
-})
-
-/** One step of a CRM push and its receipt's id. */
-export const PushStepView = Schema.Struct({
-  operation: Schema.String,
-  outcome: Schema.String,
-  receipt_id: Schema.NullOr(Schema.String)
-})
-
-/** The CRM push of one call. */
-export const PushView = Schema.Struct({
-  id: Schema.String,
-  call_id: Schema.String,
-  tenant_id: Schema.String,
-  status: Schema.Literal("pending", "succeeded", "failed"),
-  attempts: Schema.Int,
-  error_class: Schema.NullOr(Schema.String),
-  /** Why it stopped, in one sentence. */
-  last_error: Schema.NullOr(Schema.String),
-  updated_at: Schema.String,
-  steps: Schema.Array(PushStepView)
-}).annotations({ identifier: "PortalPush" })
-export type PushView = typeof PushView.Type
-
-/** 409: a replay would do nothing (the push succeeded; the delivery's subscription was removed or is disabled); `error` says which. */
-export class NothingToReplay extends Schema.TaggedError<NothingToReplay>()("NothingToReplay", { error: Schema.String }) {
-  static readonly wire = errorObject(
-    this,
-    409,
-    "A replay would do nothing: only a failed push can be replayed, and only a delivery whose subscription is neither removed nor disabled.",
-    "PortalNothingToReplayError"
-  )
-}
-
-const idPath = Schema.Struct({ id: Schema.String })
-
-export class ActivityGroup extends HttpApiGroup.make("activity")
-  .add(
-    HttpApiEndpoint.get("deliveries", "/api/deliveries")
-      .annotate(OpenApi.Summary, "List webhook deliveries")
-      .setUrlParams(DeliveryFilter).addSuccess(DeliveryPage).addError(BadRequest.wire)
-  )
-  .add(
-    HttpApiEndpoint.get("delivery", "/api/deliveries/:id")
-      .annotate(OpenApi.Summary, "Get a webhook delivery")
-      .setPath(idPath).addSuccess(DeliveryDetail).addError(NotFound.wire)
-  )
-  .add(
-    HttpApiEndpoint.post("replayDelivery", "/api/deliveries/:id/replay")
-      .annotate(OpenApi.Summary, "Replay a webhook delivery")
-      .setPath(idPath).addSuccess(Replayed, { status: 202 }).addError(
-      NotFound.wire
-    ).addError(NothingToReplay.wire)
-  )
-  .add(
-    HttpApiEndpoint.get("pushes", "/api/pushes")
-      .annotate(OpenApi.Summary, "List CRM pushes")
-      .addSuccess(Schema.Struct({ pushes: Schema.Array(PushView) }))
-  )
-  .add(
-    HttpApiEndpoint.post("replayPush", "/api/pushes/:id/replay")
-      .annotate(OpenApi.Summary, "Replay a CRM push")
-      .setPath(idPath)
-      .addSuccess(Replayed, { status: 202 })
-      .addError(NotFound.wire)
-      .addError(NothingToReplay.wire)
-  )
-  .middleware(PortalAuth)
-  .annotate(OpenApi.Description, "Webhook deliveries and CRM pushes, with replay.")
-{}
-
 /** The Integrations area's API. */
 export class PortalApi extends HttpApi.make("portal-api")
   .add(SessionGroup)
@@ -540,6 +383,7 @@ export class PortalApi extends HttpApi.make("portal-api")
   .add(SigningSecretGroup)
   .add(ConnectionsGroup)
   .add(ActivityGroup)
+  .add(DestinationsGroup)
   .annotate(OpenApi.Title, "crm-relay Integrations area API")
   .annotate(
     OpenApi.Description,

@@ -239,6 +239,8 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           readonly status?: DeliveryStatus | undefined
           /** Only deliveries of this event kind. */
           readonly event?: string | undefined
+          /** Only deliveries to this subscription (a destination's latest, in the Integrations area). */
+          readonly subscriptionId?: string | undefined
         } = {}
       ) {
         const limit = clampLimit(options.limit)
@@ -257,6 +259,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           WHERE d.account_id = ${accountId} ${after}
             ${options.status === undefined ? sql`` : sql`AND d.status = ${options.status}`}
             ${options.event === undefined ? sql`` : sql`AND d.event = ${options.event}`}
+            ${options.subscriptionId === undefined ? sql`` : sql`AND d.subscription_id = ${options.subscriptionId}`}
           ORDER BY d.created_at DESC, d.seq DESC
           LIMIT ${limit + 1}`.pipe(Effect.flatMap(decodeDeliveries), Effect.orDie)
         return pageOf(rows, limit)

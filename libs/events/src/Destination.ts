@@ -95,8 +95,12 @@ export interface TypedDestination<C> {
   readonly check: (target: Target, config: C) => Effect.Effect<void, DestinationRefused>
 }
 
-const invalidConfig = (kind: string, error: ParseResult.ParseError): string =>
-  `The ${kind} destination's configuration is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error).split("\n")[0]}`
+// The first issue, named by its field ("exchange must be …"): the tree's first line names only the Schema.
+const invalidConfig = (kind: string, error: ParseResult.ParseError): string => {
+  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const where = first === undefined || first.path.length === 0 ? "" : `${first.path.join(".")} `
+  return `The ${kind} destination's configuration is not valid: ${where}${first?.message ?? "it does not match its kind"}.`.replace(/\.\.$/, ".")
+}
 
 /**
  * A `DestinationService` from a kind written against its decoded configuration: a stored

@@ -4,11 +4,12 @@
  * event to one and watch its delivery's result appear; disable or enable
  * one in one click, recover what it missed; and the hooks removed lately.
  */
-import { type FormEvent, useEffect, useState } from "react"
+import { type FormEvent, useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
 import { HookState } from "./HookState.js"
 import { RecoverForm } from "./RecoverForm.js"
 import { RemovedHooks } from "./RemovedHooks.js"
+import { TestResult } from "./TestResult.js"
 import { Status } from "../ui/Status.js"
 import { Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
@@ -17,34 +18,6 @@ const keyName = (hook: PortalApi.HookView) =>
   hook.created_by_key === null
     ? "added in this page"
     : `key ${hook.created_by_key.label ?? ""} ${hook.created_by_key.last_four === null ? "" : `(…${hook.created_by_key.last_four})`}`.replace(/\s+/g, " ")
-
-/** The result of a test event, read until its first attempt is logged. */
-const TestResult = ({ client, deliveryId }: { readonly client: Client; readonly deliveryId: string }) => {
-  const [detail, setDetail] = useState<PortalApi.DeliveryDetail | undefined>(undefined)
-  useEffect(() => {
-    let stop = false
-    const poll = () =>
-      void run(client.activity.delivery({ path: { id: deliveryId } })).then((result) => {
-        if (stop) return
-        if (result.ok) setDetail(result.value)
-        if (!result.ok || result.value.attempt_log.length === 0) window.setTimeout(poll, 1000)
-      })
-    poll()
-    return () => {
-      stop = true
-    }
-  }, [client, deliveryId])
-  const last = detail?.attempt_log[detail.attempt_log.length - 1]
-  return (
-    <p role="status" className={last === undefined ? "hint" : last.result === "delivered" ? "ok" : "error"} data-testid="test-result">
-      {last === undefined
-        ? "Test event queued; waiting for the receiver's answer…"
-        : last.result === "delivered"
-        ? `Test event delivered: the receiver answered ${last.status_code ?? "?"} in ${last.duration_ms} ms.`
-        : `Test event not delivered: ${last.error ?? last.error_class ?? "unknown error"}${last.result === "retry" ? " It will be retried." : ""}`}
-    </p>
-  )
-}
 
 export const HooksCard = ({ client }: { readonly client: Client }) => {
   // Refreshed like the activity: a hook the receiver ends (410 Gone) or that is disabled shows without a reload.

@@ -4,9 +4,11 @@
  * portal listeners, workers) over a test database; the reference bridge
  * (real TLS, `bridge.localhost`); an HTTPS webhook receiver
  * (`hooks.localhost`) that verifies each delivery's signature; the server's
- * egress trusting both certificates and allowed to reach 127.0.0.1 only.
+ * egress trusting both certificates and allowed to reach 127.0.0.1 only
+ * (broker addresses too, as EGRESS_ALLOW_PRIVATE would: a test's own
+ * RabbitMQ and NATS listen there).
  */
-import { DnsResolver, Egress } from "@crm-relay/bridge"
+import { BrokerEgress, DnsResolver, Egress } from "@crm-relay/bridge"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
 import * as TestTenants from "@crm-relay/reference-bridge/TestTenants"
 import { BridgeLayers, Server } from "@crm-relay/server"
@@ -51,9 +53,9 @@ const BridgeLive = Layer.unwrapEffect(
     }))
 )
 
-/** Egress toward the loopback bridge and receiver only, on the live clock. */
+/** Egress toward the loopback bridge, receiver and brokers only, on the live clock. */
 const bridgeSide = (cas: ReadonlyArray<string>) =>
-  BridgeLayers.layer(
+  BridgeLayers.layerWith(
     Layer.scopedContext(
       Effect.withClock(
         Layer.build(
@@ -63,7 +65,9 @@ const bridgeSide = (cas: ReadonlyArray<string>) =>
         ),
         Clock.make()
       )
-    )
+    ),
+    // Plain AMQP and NATS toward loopback only: the rule TLS-by-default leaves to EGRESS_ALLOW_PRIVATE.
+    BrokerEgress.layerWith(["127.0.0.1/32"]).pipe(Layer.provide(DnsResolver.layerStatic({})))
   )
 
 const ServerLive = Layer.unwrapEffect(

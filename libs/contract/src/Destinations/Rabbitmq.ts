@@ -5,7 +5,9 @@
  */
 import { Schema } from "effect"
 
-const utf8Length = (text: string) => Buffer.byteLength(text, "utf8")
+// TextEncoder, not Buffer: the Integrations area's page encodes these Schemas in the browser.
+const encoder = new TextEncoder()
+const utf8Length = (text: string) => encoder.encode(text).length
 
 /** An AMQP URL: `amqps://host[:port][/vhost]`, or `amqp://` for a development broker on an allowed private address. */
 export const AmqpUrl = Schema.String.pipe(

@@ -6,7 +6,7 @@
  */
 import { HttpApiBuilder } from "@effect/platform"
 import { Events } from "@crm-relay/contract"
-import type { DestinationView } from "@crm-relay/contract/Destinations"
+import type { CreateDestinationRequest, DestinationView } from "@crm-relay/contract/Destinations"
 import { Accounts, type Destination, Destinations, Fanout, SubscriptionLifecycle } from "@crm-relay/events"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { InternalApi, unknownAccount } from "@crm-relay/contract/InternalApi"
@@ -30,6 +30,19 @@ export const destinationView = (d: Destinations.DestinationSummary): Destination
   disabled_reason: d.disabled_reason
 })
 
+/**
+ * What `Destinations.create` takes for a create request of `accountId` (the internal API's or the
+ * Integrations area's: one request Schema): the credentials as their kind's JSON text, redacted.
+ */
+export const newDestination = (accountId: string, payload: CreateDestinationRequest): Destinations.NewDestination => ({
+  accountId,
+  kind: payload.kind,
+  name: payload.name,
+  event: payload.event,
+  config: payload.config,
+  credentials: payload.credentials === undefined ? Option.none() : Option.some(Redacted.make(JSON.stringify(payload.credentials)))
+})
+
 const notFound = (error: Destinations.DestinationNotFound) => new Events.NotFound({ error: error.message })
 const refused = (error: Destination.DestinationRefused) => new Events.BadRequest({ error: error.message })
 
@@ -47,18 +60,7 @@ const DestinationsLive = HttpApiBuilder.group(InternalApi, "destinations", (hand
     return handlers
       .handle("create", ({ path, payload }) =>
         known(path.id).pipe(
-          Effect.flatMap((accountId) =>
-            destinations.create({
-              accountId,
-              kind: payload.kind,
-              name: payload.name,
-              event: payload.event,
-              config: payload.config,
-              credentials: payload.credentials === undefined
-                ? Option.none()
-                : Option.some(Redacted.make(JSON.stringify(payload.credentials)))
-            })
-          ),
+          Effect.flatMap((accountId) => destinations.create(newDestination(accountId, payload))),
           Effect.map(destinationView),
           Effect.catchTag("DestinationRefused", refused)
         ))

@@ -7,7 +7,7 @@
  */
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import type { Egress, TokenCache, TransportRegistry } from "@crm-relay/bridge"
-import { Connections, CrmPushJobs } from "@crm-relay/calls"
+import { Connections } from "@crm-relay/calls"
 import { Events, PortalApi } from "@crm-relay/contract"
 import {
   Accounts,
@@ -22,41 +22,24 @@ import {
 } from "@crm-relay/events"
 import * as Audit from "@crm-relay/store/Audit"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
-import { attemptView, displayTarget } from "../internal/DeliveriesApiLive.js"
 import { toSettings } from "../internal/ConnectionsApiLive.js"
 import { notFound, recoverRefusals, recoveryView, stateOf } from "../internal/SubscriptionLifecycleApiLive.js"
 import * as StoredConnectionCheck from "../../workers/StoredConnectionCheck.js"
+import { ActivityLive } from "./ActivityLive.js"
+import { DestinationsLive } from "./DestinationsLive.js"
+import { messages } from "./PortalMessages.js"
 import { IDLE_TIMEOUT, PortalSessions, csrfMatches, csrfToken } from "./PortalSessions.js"
 
 const { CurrentSession, PortalAuth } = PortalApi
 
 /** Sentences of this API's errors. */
-export const messages = {
-  noSession: "Your session has ended or was never opened: ask for a new link to the Integrations area.",
-  csrf: "This change did not carry the page's security token; reload the page and try again.",
-  rateLimited: "Too many requests from this session; wait a moment and try again.",
-  unknownKey: "No integration key with this id exists in this account.",
-  unknownHook: "No active hook with this id exists in this account; it may have been removed already.",
-  unknownDelivery: "No delivery with this id exists in this account.",
-  unknownPush: "No CRM push with this id exists in this account.",
-  unknownRecovery: "No recovery with this id exists in this account.",
-  disabledHere: "Disabled in the Integrations area.",
-  tooManyHooks: (count: number, limit: number) =>
-    `This account has ${count} hooks, the most it may have is ${limit}; remove one in the list above (or through DELETE /subscribe/{id}) before adding another.`,
-  pushSucceeded: "This CRM push succeeded; there is nothing to replay.",
-  notAllowed: (mode: string) =>
-    `This is a ${mode} account: its calls never reach a real CRM, so a CRM bridge cannot be connected. ` +
-    "Ask your account manager to switch the account to live when you are ready.",
-  noConnection: (tenantId: string) => `This account has no stored bridge connection for tenant ${tenantId}; save one first.`,
-  notFound: "Not found: this path is not part of the Integrations area."
-} as const
+export { messages }
 
 /** Requests one session may make per minute (the page polls for live updates). */
 export const rateLimitPolicy: RateLimiter.RateLimitPolicy = { limit: 600, window: Duration.minutes(1) }
 
 const iso = (date: Date) => date.toISOString()
 const isoOrNull = (date: Date | null) => (date === null ? null : iso(date))
-const hostOf = (url: string) => URL.parse(url)?.host ?? ""
 
 /** Cookie + CSRF + rate limit; names the session as the actor of everything the request changes. */
 export const PortalAuthLive = Layer.effect(
@@ -376,104 +359,9 @@ const ConnectionsLive = HttpApiBuilder.group(PortalApi.PortalApi, "connections",
         }))
   }))
 
-const deliveryView = (d: Deliveries.Delivery): PortalApi.DeliveryView => ({
-  id: d.id,
-  created_at: iso(d.created_at),
-  event: d.event,
-  call_id: d.call_id,
-  target: displayTarget(d.target_url),
-  target_host: hostOf(d.target_url),
-  status: d.status,
-  attempts: d.attempts,
-  last_status_code: d.last_status_code,
-  last_duration_ms: d.last_duration_ms,
-  last_error_class: d.last_error_class,
-  last_error: d.last_error,
-  end_reason: d.end_reason === "gone" || d.end_reason === "aborted" || d.end_reason === "disabled" ? d.end_reason : null,
-  test: d.test
-})
-
-/** A receipt's id, when the stored receipt has one. */
-const receiptId = (receipt: unknown): string | null =>
-  typeof receipt === "object" && receipt !== null && "id" in receipt && typeof receipt.id === "string" ? receipt.id : null
-
-const ActivityLive = HttpApiBuilder.group(PortalApi.PortalApi, "activity", (handlers) =>
-  Effect.gen(function*() {
-    const deliveries = yield* Deliveries.Deliveries
-    const pushes = yield* CrmPushJobs.CrmPushJobs
-    const ownDelivery = (accountId: string, id: string) =>
-      Effect.flatMap(deliveries.find(id), (found) =>
-        Option.isSome(found) && found.value.delivery.account_id === accountId
-          ? Effect.succeed(found.value)
-          : Effect.fail(new Events.NotFound({ error: messages.unknownDelivery })))
-    return handlers
-      .handle("deliveries", ({ urlParams }) =>
-        Effect.gen(function*() {
-          const { accountId } = yield* CurrentSession
-          const page = yield* deliveries.list(accountId, {
-            limit: 50,
-            cursor: urlParams.cursor,
-            status: urlParams.status,
-            event: urlParams.event
-          }).pipe(Effect.catchTag("UnknownCursor", () => new Events.BadRequest({ error: "cursor is not a delivery of this account." })))
-          return { deliveries: page.deliveries.map(deliveryView), next_cursor: Option.getOrNull(page.nextCursor) }
-        }))
-      .handle("delivery", ({ path }) =>
-        Effect.gen(function*() {
-          const { accountId } = yield* CurrentSession
-          const found = yield* ownDelivery(accountId, path.id)
-          const payload = yield* deliveries.payload(path.id)
-          const refusal = found.delivery.status === "pending" ? Option.none() : yield* deliveries.notReplayable(path.id)
-          return {
-            ...deliveryView(found.delivery),
-            payload: Option.getOrElse(payload, () => ""),
-            attempt_log: found.attempts.map(attemptView),
-            not_replayable: Option.match(refusal, { onNone: () => null, onSome: (reason) => Deliveries.notReplayable[reason] })
-          }
-        }))
-      .handle("replayDelivery", ({ path }) =>
-        Effect.gen(function*() {
-          const { accountId } = yield* CurrentSession
-          yield* ownDelivery(accountId, path.id)
-          const outcome = yield* deliveries.replay(path.id)
-          if (outcome === "not_found" || outcome === "completed") return yield* new Events.NotFound({ error: messages.unknownDelivery })
-          if (Deliveries.isUnsendable(outcome)) return yield* new PortalApi.NothingToReplay({ error: Deliveries.notReplayable[outcome] })
-          return { id: path.id, outcome }
-        }))
-      .handle("pushes", () =>
-        Effect.gen(function*() {
-          const { accountId } = yield* CurrentSession
-          const jobs = yield* pushes.list({ accountId, statuses: ["pending", "succeeded", "failed"], limit: 50 })
-          const detailed = yield* Effect.forEach(jobs, (job) => Effect.map(pushes.find(job.id), (found) => Option.getOrUndefined(found)))
-          return {
-            pushes: detailed.filter((job) => job !== undefined).map((job): PortalApi.PushView => ({
-              id: job.id,
-              call_id: job.call_id,
-              tenant_id: job.tenant_id,
-              status: job.status,
-              attempts: job.previous_attempts + job.attempts,
-              error_class: job.error_class,
-              last_error: job.status === "succeeded" ? null : job.last_error,
-              updated_at: iso(job.updated_at),
-              steps: job.receipts.map((step) => ({ operation: step.operation, outcome: step.outcome, receipt_id: receiptId(step.receipt) }))
-            }))
-          }
-        }))
-      .handle("replayPush", ({ path }) =>
-        Effect.gen(function*() {
-          const { accountId } = yield* CurrentSession
-          const job = yield* pushes.find(path.id)
-          if (Option.isNone(job) || job.value.account_id !== accountId) return yield* new Events.NotFound({ error: messages.unknownPush })
-          const outcome = yield* pushes.replay(path.id)
-          if (outcome === "not_found") return yield* new Events.NotFound({ error: messages.unknownPush })
-          if (outcome === "completed") return yield* new PortalApi.NothingToReplay({ error: messages.pushSucceeded })
-          return { id: path.id, outcome }
-        }))
-  }))
-
 /** The Integrations area's API with its handlers (sessions, the services of the server's context). */
 export const layer = HttpApiBuilder.api(PortalApi.PortalApi).pipe(
-  Layer.provide([SessionLive, KeysLive, HooksLive, SigningSecretLive, ConnectionsLive, ActivityLive]),
+  Layer.provide([SessionLive, KeysLive, HooksLive, SigningSecretLive, ConnectionsLive, ActivityLive, DestinationsLive]),
   Layer.provide(PortalAuthLive),
   Layer.provide(Layer.mergeAll(
     Deliveries.Deliveries.Default,
