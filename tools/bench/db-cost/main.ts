@@ -19,7 +19,8 @@
  * a time) and awaited until every delivery arrived and is recorded delivered.
  * Per outcome: commits, and WAL bytes — the cluster's LSN difference, and the
  * part of it in this database's own records (pg_walinspect, created for the
- * run when missing) — both less the idle window's rate over the run's window.
+ * run when missing); commits and this database's WAL less the idle window's
+ * rate over the run's window.
  * Goals: ≤ 2 commits and ≤ 2 KiB WAL per outcome (this database's records).
  * Run nothing else on the bench's database meanwhile: every backend of it counts.
  */
@@ -62,7 +63,7 @@ interface Build {
 interface Cost {
   readonly commits: number
   readonly rollbacks: number
-  /** The cluster's LSN difference (other databases' WAL included). */
+  /** The cluster's LSN difference over the run's window, as it is (other databases' WAL included). */
   readonly clusterWal: number
   /** This database's records' share of it (pg_walinspect); NaN without it. */
   readonly ownWal: number
@@ -170,7 +171,8 @@ const main = Effect.gen(function*() {
       return {
         commits: (run.commits - idleCommitsPerSecond * run.seconds) / outcomes,
         rollbacks: run.rollbacks / outcomes,
-        clusterWal: (run.walBytes - (idle.walBytes / idle.seconds) * run.seconds) / outcomes,
+        // Other databases' WAL comes and goes: an idle window's rate of it says nothing of the run's.
+        clusterWal: run.walBytes / outcomes,
         ownWal: (own(run, runRecords) - idleWalPerSecond * run.seconds) / outcomes,
         fullPages: runRecords === undefined || runRecords.ours === 0 ? Number.NaN : runRecords.oursFullPages / runRecords.ours,
         idleCommitsPerSecond,
@@ -188,7 +190,7 @@ const main = Effect.gen(function*() {
       yield* Console.log(`round ${round} ${build.name}: ${describe(cost)}; load average ${LoopbackRun.loadAverage()}`)
     }
   }
-  yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (the idle server's background taken out):`)
+  yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (the idle server's background taken out of this database's figures):`)
   for (const [name, list] of costs) {
     const commits = median(list.map((c) => c.commits))
     const own = median(list.map((c) => c.ownWal))
