@@ -124,7 +124,7 @@ const main = Effect.gen(function*() {
   const masterKey = randomBytes(32).toString("base64")
   const largest = Math.max(...sizes, ...embeddedSizes)
   yield* Console.log(
-    `fan-out: sizes ${sizes.join(", ")} (embedded: ${embeddedSizes.join(", ")}); ${outcomes} outcomes per size (after ${warmup} warm-up); ${origins} receiver origins; builds: ${
+    `fan-out: sizes ${sizes.join(", ")} (embedded: ${embeddedSizes.join(", ")}); ${outcomes} outcome${outcomes === 1 ? "" : "s"} per size (after ${warmup} warm-up); ${origins} receiver origins; builds: ${
       builds.map((b) => `${b.name} ${b.bin}`).join(", ")
     }; ${Os.cpus().length} CPUs`
   )
@@ -245,7 +245,7 @@ const printTable = (label: string, rows: ReadonlyMap<Build["name"], ReadonlyArra
       for (const r of list) {
         yield* Console.log(
           `  ${name.padEnd(9)} ${String(r.size).padStart(6)}  ${ms(r.intakeP50).padStart(7)} ms ${ms(r.intakeP99).padStart(6)}  ${
-            (r.intakeP50 / single).toFixed(2).padStart(6)
+            (Number.isNaN(single) ? "—" : (r.intakeP50 / single).toFixed(2)).padStart(6)
           }  ${ms(r.deliverMs).padStart(7)} ms  ${(r.size / (r.deliverMs / 1000)).toFixed(0).padStart(12)}${r.missing > 0 ? `  (${r.missing} never arrived)` : ""}`
         )
       }
