@@ -39,7 +39,7 @@ import { runMain } from "../support/runMain.js"
 import { BIN, builtBinary, serve } from "../support/ServerProcess.js"
 
 /** The database a run uses when neither --database-url nor DATABASE_URL names one. */
-const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/test_fbench"
+const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/test"
 const WARMUP = 5
 
 const outcomes = Argv.integer("outcomes", 200)

@@ -44,7 +44,7 @@ import { runMain } from "../support/runMain.js"
 import { BIN, builtBinary, type RunningServer, serve } from "../support/ServerProcess.js"
 
 /** The database a run uses when neither --database-url nor DATABASE_URL names one. */
-const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/test_fbench"
+const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/test"
 
 /** `--name 1,100,...`: ascending distinct whole numbers of at least 1; exits with a sentence otherwise. */
 const sizesOf = (name: string, fallback: string) => {
