@@ -56,8 +56,10 @@ import { fileURLToPath } from "node:url"
 import * as Argv from "../support/Argv.js"
 import { backendCpu, backendCpuSince } from "../support/BackendCpu.js"
 import { freshSchema } from "../support/BenchDatabase.js"
-import { type JsonRequest, jsonClient } from "../support/Http.js"
+import { jsonClient } from "../support/Http.js"
 import { type Arrivals, leadOutcome, percentile, startReceiver } from "../support/Receiver.js"
+import { postOutcomes } from "../support/Outcomes.js"
+import { transactions } from "../support/PgCounters.js"
 import { runMain } from "../support/runMain.js"
 import { cpuSeconds, peakRssMiB, serve } from "../support/ServerProcess.js"
 
@@ -119,45 +121,6 @@ const startServer = (env: ServerEnv, role: "all" | "api" | "worker", bin?: strin
     stopWithin: "20 seconds"
   })
 
-/**
- * Posts `count` outcomes (call ids `${prefix}-i`), `connections` at a time,
- * outcome i not before i / `perSecond` seconds (when `perSecond` > 0);
- * returns each call's 202 time.
- */
-const postOutcomes = (
-  call: JsonRequest,
-  adminUrl: string,
-  adminToken: string,
-  accountId: string,
-  prefix: string,
-  count: number,
-  perSecond = 0,
-  requestMillis?: Array<number>
-) =>
-  Effect.gen(function*() {
-    const accepted = new Map<string, number>()
-    const body = leadOutcome(accountId)
-    const start = performance.now()
-    yield* Effect.forEach(
-      Array.from({ length: count }, (_, i) => i),
-      (i) =>
-        Effect.gen(function*() {
-          if (perSecond > 0) {
-            const wait = start + (i * 1000) / perSecond - performance.now()
-            if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-          }
-          const callId = `${prefix}-${i}`
-          const sent = performance.now()
-          yield* call("POST", `${adminUrl}/v1/calls/${callId}/outcome`, adminToken, body)
-          const at = performance.now()
-          accepted.set(callId, at)
-          requestMillis?.push(at - sent)
-        }),
-      { concurrency: connections, discard: true }
-    )
-    return accepted
-  })
-
 /** Waits until the receiver has a delivery for every call of `accepted` (or `limit` passes). */
 const awaitDeliveries = (arrivals: Arrivals, accepted: Map<string, number>, limit: Duration.Duration) =>
   Effect.gen(function*() {
@@ -185,15 +148,6 @@ const measure = (arrivals: Arrivals, accepted: Map<string, number>) => {
 
 /** The backends of the bench's database: both workers' and PostgreSQL's own work for them. */
 const thisDatabase = (admin: PgClient.PgClient) => admin`datname = current_database()`
-
-/** Transactions committed or rolled back in the current database so far (pg_stat_database). */
-const transactions = (admin: PgClient.PgClient) =>
-  Effect.map(
-    admin<{ n: string }>`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`.pipe(
-      Effect.orDie
-    ),
-    (rows) => Number(rows[0]?.n ?? 0)
-  )
 
 /**
  * Transactions per delivery since `before`, once the drain's worker exited: a backend reports its
@@ -363,7 +317,7 @@ const main = Effect.gen(function*() {
   const crmRelayRound = (round: number, bin?: string) =>
     Effect.gen(function*() {
       const tag = bin === undefined ? `r${round}` : `b${round}`
-      const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `${tag}-backlog`, outcomes)
+      const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `${tag}-backlog`, outcomes, { concurrency: connections })
       const transactionsBefore = yield* transactions(admin)
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
@@ -389,14 +343,21 @@ const main = Effect.gen(function*() {
       const latency = latencyCount === 0 ? noLatency : yield* Effect.scoped(Effect.gen(function*() {
         const server = yield* startServer(env, "all", bin)
         if (warmup > 0) {
-          const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, rate)
+          const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, {
+            concurrency: connections,
+            perSecond: rate
+          })
           yield* server.whileRunning(awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60)))
         }
         const requests: Array<number> = []
         const live = yield* latencyOver(
           server.pid,
           server.whileRunning(Effect.tap(
-            postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-live`, latencyCount, rate, requests),
+            postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-live`, latencyCount, {
+              concurrency: connections,
+              perSecond: rate,
+              requestMillis: requests
+            }),
             (accepted) => awaitDeliveries(receiver.arrivals, accepted, Duration.minutes(5))
           ))
         )

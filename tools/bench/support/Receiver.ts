@@ -10,10 +10,13 @@ import { listen, readBody } from "./HttpsListener.js"
 /**
  * First arrival time (performance.now()) per call id, how many requests carried an already-seen
  * webhook-id, and how many TLS connections were opened (a sender that keeps connections alive opens
- * few; one per request would mean a handshake per delivery).
+ * few; one per request would mean a handshake per delivery). For a call fanned out to several
+ * subscriptions: how many distinct webhook-ids arrived for it, and when the latest of them did.
  */
 export interface Arrivals {
   readonly byCall: Map<string, number>
+  readonly distinctByCall: Map<string, number>
+  readonly lastByCall: Map<string, number>
   readonly webhookIds: Set<string>
   duplicates: number
   total: number
@@ -23,16 +26,29 @@ export interface Arrivals {
 /** The receiver for the scope: its arrivals and the subscription URL that reaches it. */
 export const startReceiver = (tls: Certificate.TlsMaterial) =>
   Effect.gen(function*() {
-    const arrivals: Arrivals = { byCall: new Map(), webhookIds: new Set(), duplicates: 0, total: 0, connections: 0 }
+    const arrivals: Arrivals = {
+      byCall: new Map(),
+      distinctByCall: new Map(),
+      lastByCall: new Map(),
+      webhookIds: new Set(),
+      duplicates: 0,
+      total: 0,
+      connections: 0
+    }
     const listener = yield* listen(tls, (request, response) =>
       readBody(request, (body) => {
         const at = performance.now()
         arrivals.total++
         const id = String(request.headers["webhook-id"] ?? "")
-        if (arrivals.webhookIds.has(id)) arrivals.duplicates++
+        const seen = arrivals.webhookIds.has(id)
+        if (seen) arrivals.duplicates++
         arrivals.webhookIds.add(id)
         const callId = (JSON.parse(body) as { call_id: string }).call_id
         if (!arrivals.byCall.has(callId)) arrivals.byCall.set(callId, at)
+        if (!seen) {
+          arrivals.distinctByCall.set(callId, (arrivals.distinctByCall.get(callId) ?? 0) + 1)
+          arrivals.lastByCall.set(callId, at)
+        }
         response.writeHead(200, { "content-type": "application/json" })
         response.end("{}")
       }), () => {

@@ -1,6 +1,6 @@
 /**
  * The real `crm-relay serve` binary as a child process of a benchmark, on
- * PostgreSQL, in a fresh DATA_DIR: started, awaited until it publishes its
+ * PostgreSQL (or, given no database URL, its embedded database), in a fresh DATA_DIR: started, awaited until it publishes its
  * addresses (DATA_DIR/server.json), and stopped with SIGTERM when the scope
  * ends. A server that exits before it listens fails the run at once; one
  * that exits while the bench waits on it (`whileRunning`) fails the wait.
@@ -12,7 +12,28 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
-const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+/** This checkout's binary. */
+export const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js", import.meta.url))
+
+/** The binary to run is missing or not built; `message` says which and how to build it. */
+export class NotBuilt extends Data.TaggedError("NotBuilt")<{ readonly message: string }> {}
+
+/**
+ * `bin` (a checkout's `apps/server/bin/crm-relay.js`) when it can run: the file is there and so is the
+ * production build it loads (`../dist/main.js`); otherwise a sentence naming the build command.
+ */
+export const builtBinary = (bin: string) =>
+  Effect.suspend(() => {
+    const path = Path.resolve(bin)
+    if (!Fs.existsSync(path)) return Effect.fail(new NotBuilt({ message: `${path} does not exist: give the path of a checkout's apps/server/bin/crm-relay.js.` }))
+    return Fs.existsSync(Path.join(Path.dirname(path), "../dist/main.js"))
+      ? Effect.succeed(path)
+      : Effect.fail(
+        new NotBuilt({
+          message: `${path} is not built (no dist/main.js beside its bin/): run \`npx nx run @crm-relay/server:build\` in that checkout first.`
+        })
+      )
+  })
 
 /** The server did not come up: it exited, or published no address in time; `message` says which. */
 export class ServerNotListening extends Data.TaggedError("ServerNotListening")<{ readonly message: string }> {}
@@ -22,7 +43,8 @@ export class ServerExited extends Data.TaggedError("ServerExited")<{ readonly me
 
 /** How to run one server. */
 export interface ServeOptions {
-  readonly databaseUrl: Redacted.Redacted
+  /** PostgreSQL; undefined runs the embedded database (PGlite) in the server's fresh DATA_DIR. */
+  readonly databaseUrl: Redacted.Redacted | undefined
   readonly pool: number
   readonly adminToken: string
   /** MASTER_KEY: required with DATABASE_URL, and the same for every server of a run. */
@@ -103,7 +125,7 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
             stdio: ["ignore", options.stdout, "inherit"],
             env: {
               PATH: process.env["PATH"] ?? "",
-              DATABASE_URL: Redacted.value(options.databaseUrl),
+              ...(options.databaseUrl === undefined ? {} : { DATABASE_URL: Redacted.value(options.databaseUrl) }),
               DATABASE_POOL_SIZE: String(options.pool),
               PORT: "0",
               ADMIN_PORT: "0",
