@@ -88,7 +88,9 @@ describe("fan-out: a worker killed mid-fan-out (#35)", () => {
         const holding = yield* Deferred.make<void>()
         if (db.kind === "postgres") {
           yield* sql.withTransaction(Effect.gen(function*() {
-            yield* sql`SELECT id FROM subscriptions WHERE account_id = ${account["id"]} ORDER BY seq OFFSET 699 LIMIT 1 FOR UPDATE`
+            // Found first, then locked alone (a locking clause would lock the rows OFFSET steps past too).
+            const [held] = yield* sql<{ id: string }>`SELECT id FROM subscriptions WHERE account_id = ${account["id"]} ORDER BY seq OFFSET 699 LIMIT 1`
+            yield* sql`SELECT id FROM subscriptions WHERE id = ${held!.id} FOR UPDATE`
             yield* Deferred.succeed(holding, undefined)
             yield* Deferred.await(release)
           })).pipe(Effect.orDie, Effect.forkScoped)
