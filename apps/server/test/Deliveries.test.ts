@@ -139,6 +139,8 @@ layer(withDatabase("all"), { excludeTestServices: true })("deliveries on the ser
       const { accountId } = yield* subscribedAccount(`/hooks/${randomUUID()}`)
       const calls: Array<string> = []
       for (let i = 0; i < 3; i++) calls.push(yield* postOutcome(accountId))
+      // Each outcome's delivery is written by the workers' fan-out, just after its acceptance.
+      yield* eventually(list(accountId), (p) => p.deliveries.length === 3)
       const first = yield* list(accountId, "?limit=2")
       expect(first.deliveries.map((d) => d.call_id)).toEqual([calls[2], calls[1]])
       expect(first.next_cursor).toBe(first.deliveries[1]!.id)

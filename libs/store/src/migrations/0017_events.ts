@@ -7,9 +7,11 @@
  * - `events` is a JobQueue table (`pending` → `done`), with the payload
  *   once per event (without its `id`: each delivery's id is the `id` its
  *   receiver sees, the `webhook-id`) and the columns a delivery copies.
- *   Mutable columns come first and the payload last, so an update's WAL
- *   record carries little beyond the changed bytes (PostgreSQL logs an
- *   update without the prefix and suffix it shares with the old row).
+ *   Mutable columns come first and the payload last, and half of each page
+ *   is left free (fillfactor 50), so the update that finishes an event
+ *   lands on its own page and its WAL record carries little beyond the
+ *   changed bytes (PostgreSQL logs a same-page update without the prefix
+ *   and suffix it shares with the old row; on another page, the whole row).
  *   No foreign keys: each would lock the account's row (a WAL record) per
  *   event; the intake writes events only for an account it just read, and
  *   retention deletes an event after its deliveries.
@@ -63,7 +65,7 @@ export default Migration.make([
     traceparent text,
     payload_dropped_at timestamptz,
     payload jsonb
-  )`,
+  ) WITH (fillfactor = 50)`,
   `CREATE INDEX events_due_idx ON events (next_attempt_at) WHERE status = 'pending'`,
   // Retention: finished events oldest first (deleted after their deliveries; payloads dropped sooner).
   `CREATE INDEX events_finished_idx ON events (created_at) WHERE status <> 'pending'`,
