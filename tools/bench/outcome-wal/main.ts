@@ -12,7 +12,7 @@
  * other build runs in alternating rounds on a schema of its own, and both are printed.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Console, Duration, Effect, Option, Redacted } from "effect"
+import { Cause, Console, Duration, Effect, Option, Redacted } from "effect"
 import * as Argv from "../support/Argv.js"
 import { freshSchema } from "../support/BenchDatabase.js"
 import { jsonClient } from "../support/Http.js"
@@ -31,9 +31,12 @@ const MASTER_KEY = Buffer.alloc(32, 7).toString("base64")
 
 const main = Effect.gen(function*() {
   const run = yield* prepare("outcome-wal")
-  const base = Redacted.make(new URL(Redacted.value(run.database.url)).toString())
+  // The database without the run schema's search_path: a baseline gets a schema of its own.
+  const plain = new URL(Redacted.value(run.database.url))
+  plain.searchParams.delete("options")
+  const base = Redacted.make(plain.toString())
   const admin = yield* PgClient.make({ url: base, maxConnections: 1 })
-  const inspect = yield* admin`CREATE EXTENSION IF NOT EXISTS pg_walinspect`.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
+  const inspect = yield* admin`CREATE EXTENSION IF NOT EXISTS pg_walinspect WITH SCHEMA public`.pipe(Effect.as(true), Effect.orElseSucceed(() => false))
   const call = yield* jsonClient(8)
   const receiver = yield* startReceiver(run.tls)
 
@@ -41,7 +44,7 @@ const main = Effect.gen(function*() {
   const setUp = (name: string, bin: string | undefined) =>
     Effect.gen(function*() {
       const db = name === "product" ? run.database : yield* freshSchema(base)
-      const schema = new URL(Redacted.value(db.url)).searchParams.get("options")!.replace("-c search_path=", "")
+      const schema = new URL(Redacted.value(db.url)).searchParams.get("options")!.replace(/^.*search_path=/, "")
       const server = yield* serve({
         databaseUrl: db.url,
         pool: 10,
@@ -72,7 +75,7 @@ const main = Effect.gen(function*() {
         : yield* admin<{ n: number }>`SELECT count(*)::int AS n FROM ${admin(schema)}.deliveries WHERE status = 'pending'`
       return left!.n
     })
-  const lsn = admin<{ lsn: string }>`SELECT pg_current_wal_insert_lsn()::text AS lsn`.pipe(Effect.map((r) => r[0]!.lsn))
+  const lsn = admin<{ lsn: string }>`SELECT pg_current_wal_flush_lsn()::text AS lsn`.pipe(Effect.map((r) => r[0]!.lsn))
 
   // Sends `n` outcomes one after the other and waits until every delivery is stored as delivered.
   const send = (build: (typeof builds)[number], n: number) =>
@@ -92,7 +95,7 @@ const main = Effect.gen(function*() {
         SELECT pg_relation_filenode(c.oid)::text AS node FROM pg_class AS c
         WHERE c.relnamespace = ${schema}::regnamespace AND pg_relation_filenode(c.oid) IS NOT NULL
       ), recs AS (
-        SELECT * FROM pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn)
+        SELECT * FROM public.pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn)
       ), mine AS (
         SELECT r.* FROM recs AS r WHERE EXISTS (
           SELECT 1 FROM rels WHERE r.block_ref ~ ('rel [0-9]+/[0-9]+/' || rels.node || '( |,|$)'))
@@ -110,7 +113,7 @@ const main = Effect.gen(function*() {
         WHERE c.relnamespace = ${schema}::regnamespace AND pg_relation_filenode(c.oid) IS NOT NULL
       ), recs AS (
         SELECT r.*, substring(r.block_ref FROM 'rel [0-9]+/[0-9]+/([0-9]+)') AS node
-        FROM pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn) AS r
+        FROM public.pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn) AS r
       ), mine AS (
         SELECT recs.*, rels.relname FROM recs JOIN rels ON rels.node = recs.node
       ), commits AS (
@@ -155,4 +158,4 @@ const main = Effect.gen(function*() {
   yield* Option.match(Option.some(inspect), { onNone: () => Effect.void, onSome: (ok) => ok ? Effect.void : Console.log("pg_walinspect unavailable: only the cluster figure is measured") })
 })
 
-runMain(main)
+runMain(main.pipe(Effect.tapErrorCause((cause) => Console.error(String((Cause.squash(cause) as { cause?: unknown }).cause ?? "")))))
