@@ -3,7 +3,7 @@
  * subscription, from acceptance to the delivery stored as delivered (intake, fan-out, claim, the
  * delivery's result and attempt row), through a real `crm-relay serve` on PostgreSQL (DATABASE_URL).
  *
- *   npm run bench:outcome-wal -- [--outcomes 200] [--rounds 3] [--baseline path/to/other/crm-relay.js] [--detail]
+ *   npm run bench:outcome-wal -- [--outcomes 200] [--subscriptions 1] [--rounds 3] [--baseline path/to/other/crm-relay.js] [--detail]
  *
  * Two figures per round, both from PostgreSQL itself: the difference of `pg_current_wal_insert_lsn()`
  * over the run (the whole cluster's WAL, so other databases' work shows up in it), and the WAL records
@@ -22,6 +22,8 @@ import { runMain } from "../support/runMain.js"
 import { serve } from "../support/ServerProcess.js"
 
 const outcomes = Argv.integer("outcomes", 200)
+/** Lead subscriptions of the account (each outcome becomes this many deliveries). */
+const subscriptions = Argv.integer("subscriptions", 1)
 const rounds = Argv.integer("rounds", 3)
 const baseline = Argv.text("baseline")
 /** Also print where the product's WAL went (record kind and relation), per outcome, in the last round. */
@@ -58,7 +60,7 @@ const main = Effect.gen(function*() {
         bin
       })
       const account = yield* liveAccount(call, server, ADMIN_TOKEN, `WAL ${name}`)
-      yield* subscribeLeads(call, server, account.key, receiver.url)
+      for (let i = 0; i < subscriptions; i++) yield* subscribeLeads(call, server, account.key, receiver.url)
       return { name, server, account, schema }
     })
 
@@ -85,7 +87,7 @@ const main = Effect.gen(function*() {
         yield* call("POST", `${build.server.adminUrl}/v1/calls/wal-${build.name}-${crypto.randomUUID()}/outcome`, ADMIN_TOKEN,
           leadOutcome(build.account.id))
       }
-      while (receiver.arrivals.total < before + n) yield* Effect.sleep(Duration.millis(20))
+      while (receiver.arrivals.total < before + n * subscriptions) yield* Effect.sleep(Duration.millis(20))
       while ((yield* settled(build.schema)) > 0) yield* Effect.sleep(Duration.millis(20))
     })
 
@@ -127,7 +129,7 @@ const main = Effect.gen(function*() {
       GROUP BY 1, 2 ORDER BY sum(record_length) DESC`
 
   for (const build of builds) yield* send(build, 20)
-  yield* Console.log(`outcome-wal: ${outcomes} outcomes a round, ${rounds} rounds, one lead subscription, PostgreSQL ${run.database.version}`)
+  yield* Console.log(`outcome-wal: ${outcomes} outcomes a round, ${rounds} rounds, ${subscriptions} lead subscription(s), PostgreSQL ${run.database.version}`)
   const results = new Map<string, Array<{ cluster: number; own: number }>>()
   for (let round = 0; round < rounds; round++) {
     for (const build of builds) {
