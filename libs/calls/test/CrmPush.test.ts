@@ -6,92 +6,27 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
-import { Accounts, Deliveries, Fanout, IntegrationKeys, KeyTags, Subscriptions } from "@crm-relay/events"
+import { Deliveries, EventFanout, Fanout, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
 import { JobHandoffs, Notifier } from "@crm-relay/store"
-import { Eventually } from "@crm-relay/testing"
-import { Clock, Duration, Effect, Layer, Option, Schedule, Schema, TestClock } from "effect"
+import { Eventually, ListenProbe } from "@crm-relay/testing"
+import { Clock, Duration, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
 import { Connections } from "../src/Connections.js"
 import { CrmPushJobs } from "../src/CrmPush/Jobs.js"
 import { CrmPushReceipts } from "../src/CrmPush/Receipts.js"
-import { CrmPushRetry } from "../src/CrmPush/Retry.js"
 import * as CrmPushWorker from "../src/CrmPush/Worker.js"
 import { Outcomes } from "../src/Outcomes/Outcomes.js"
 import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { Routing } from "../src/Routing.js"
-import { ConnectionsLive, settings, TENANT } from "./ConnectionsHarness.js"
-
-/** The pipeline with the real retry schedule (`Schedules.postCallRetry`). */
-const PipelineWithPostCallRetry = Outcomes.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(
-    Routing.Default,
-    CrmPushJobs.Default,
-    CrmPushReceipts.Default,
-    Fanout.Fanout.Default,
-    Subscriptions.Subscriptions.Default,
-    IntegrationKeys.IntegrationKeys.Default.pipe(Layer.provide(KeyTags.layerTest))
-  )),
-  Layer.provideMerge(ConnectionsLive)
-)
-
-/** The pipeline with a short retry schedule, on the real clock. */
-const PipelineLive = PipelineWithPostCallRetry.pipe(
-  Layer.provideMerge(Layer.succeed(CrmPushRetry, {
-    schedule: Schedule.spaced(Duration.millis(50)).pipe(Schedule.intersect(Schedule.recurs(3)))
-  }))
-)
-
-const decode = Schema.decodeUnknownSync(CallOutcome)
-
-const outcomeFor = (accountId: string, extra: Record<string, unknown> = {}) =>
-  decode({
-    account_id: accountId,
-    tenant_id: TENANT.tenantId,
-    classification: "lead",
-    source: "Receptionist (phone)",
-    tags: ["inbound"],
-    caller: {
-      full_name: "Grace Hopper",
-      first_name: "Grace",
-      last_name: "Hopper",
-      phones: ["+1 555 0199"],
-      emails: ["grace@example.com"],
-      address: "2 Compiler Road"
-    },
-    lead: { job_type: "Leak", summary: "Kitchen tap leaks", notes: "", urgency: "" },
-    ...extra
-  })
-
-/** A subscription of `accountId` to `event`, under a key of its own (https://hooks.example.com/all, …/leads, …/bookings). */
-const subscribe = (accountId: string, event: "all" | "lead" | "booking") =>
-  Effect.gen(function*() {
-    const key = yield* (yield* IntegrationKeys.IntegrationKeys).create(accountId)
-    yield* (yield* Subscriptions.Subscriptions).create({
-      accountId: Schema.decodeSync(Accounts.AccountId)(accountId),
-      keyId: key.id,
-      targetUrl: event === "all" ? "https://hooks.example.com/all" : `https://hooks.example.com/${event}s`,
-      event
-    })
-  })
-
-/** A live account with tenant t-1 connected over REST with its API key, and one `all` subscription. */
-const connectedAccount = (mode: "live" | "demo" = "live", connect = true) =>
-  Effect.gen(function*() {
-    const bridge = yield* ReferenceBridge.ReferenceBridge
-    const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ id: string }>`INSERT INTO accounts (name, mode) VALUES ('Push test', ${mode}) RETURNING id`
-    const accountId = row!.id
-    if (connect) yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
-    yield* subscribe(accountId, "all")
-    return accountId
-  })
+import { settings, TENANT } from "./ConnectionsHarness.js"
+import { connectedAccount, outcomeFor, PipelineLive, PipelineWithPostCallRetry, subscribe } from "./OutcomesHarness.js"
 
 const deliveriesOf = (callId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ event: string; contact_external_id: string; payload: { contact: { external_id: string } } }>`
-      SELECT event, contact_external_id, payload FROM deliveries WHERE call_id = ${callId}`)
+      SELECT event, contact_external_id, ${sql.literal(Deliveries.bodySql)}::jsonb AS payload FROM deliveries WHERE call_id = ${callId}`)
 
 /** Runs the worker until the job of `callId` is no longer pending. */
 const pushUntilSettled = (callId: string) =>
@@ -328,21 +263,23 @@ describe("outcomes and the CRM push", () => {
         yield* subscribe(accountId, "lead")
         const third = yield* accept()
         expect(third).toMatchObject({ route: "event", deliveries: 2 })
+        yield* EventFanout.drain()
         expect(yield* deliveriesOf(third.call_id)).toHaveLength(2)
         yield* (yield* Connections).set(accountId, TENANT.tenantId, settings(bridge, { transport: "rest", auth: "api_key" }))
         expect((yield* accept()).route).toBe("push")
       }))
 
-    it.effect("intake hand-off (#13): with room in this process's delivery runner, an event's deliveries are inserted leased to it as attempt 1 and handed over with the claim's columns, nothing notified; a duplicate gives the room back; without room they are queued unleased and notified", () =>
+    it.effect("intake hand-off (#13, #35): with room in this process's fan-out runner, an accepted outcome's event is inserted leased to it as attempt 1 and handed over with the claim's columns, nothing notified; a duplicate gives the room back; without room it is queued unleased and notified", () =>
       Effect.scoped(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
+        const notifier = yield* Notifier.Notifier
         const handoffs = yield* Effect.provide(JobHandoffs.JobHandoffs, JobHandoffs.JobHandoffs.Default)
         const until = new Date(Date.now() + 30_000)
         const asked: Array<ReadonlyArray<string>> = []
         const adopted: Array<ReadonlyArray<unknown>> = []
         let cancelled = 0
         let room = true
-        yield* handoffs.register(Deliveries.table.table, (keys) => {
+        yield* handoffs.register(EventFanout.table.table, (keys) => {
           asked.push(keys)
           return room
             ? Option.some({
@@ -357,30 +294,37 @@ describe("outcomes and the CRM push", () => {
         const accountId = yield* connectedAccount("live", false)
         const callId = `call-${randomUUID()}`
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
-        expect(asked).toEqual([["https://hooks.example.com"]])
-        // What a claim of the row returns (migration 0016's function's columns), and the lease it holds.
-        const [row] = yield* sql<Record<string, unknown>>`SELECT d.id, d.attempts, d.account_id, d.target_url, d.payload::text AS body,
-            false AS subscription_removed, d.subscription_id, 'active' AS subscription_state,
-            (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = d.subscription_id) AS destination_id, d.traceparent,
-            d.target_origin AS job_fair_key, d.lease_owner, d.lease_expires_at
-          FROM deliveries AS d WHERE d.call_id = ${callId}`
+        expect(asked).toEqual([[""]])
+        // What a claim of the row returns (the events table's select list), and the lease it holds.
+        const [row] = yield* sql<Record<string, unknown>>`SELECT e.id, e.attempts, e.account_id, e.traceparent, e.lease_owner,
+            e.lease_expires_at FROM events AS e WHERE e.call_id = ${callId}`
         expect(row).toMatchObject({ attempts: 1, lease_owner: "runner-here" })
         expect(new Date(row!["lease_expires_at"] as string).getTime()).toBe(until.getTime())
         const { lease_expires_at: _end, lease_owner: _owner, ...claimed } = row!
         expect(adopted).toEqual([[claimed]])
-        expect(Option.isSome(yield* Effect.option(Deliveries.table.decode(adopted[0]![0])))).toBe(true)
+        expect(Option.isSome(yield* Effect.option(EventFanout.table.decode(adopted[0]![0])))).toBe(true)
         expect(cancelled).toBe(0)
+        // Nothing is delivered yet: the deliveries are the fan-out's.
+        expect(yield* deliveriesOf(callId)).toEqual([])
 
         // The same call id again: nothing inserted, the room given back.
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ duplicate: true })
         expect(cancelled).toBe(1)
         expect(adopted).toHaveLength(1)
 
-        // No room: queued unleased (any runner's claim), as before.
+        // No room: queued unleased (any runner's claim) and the fan-out runners notified at COMMIT.
         room = false
+        const probe = ListenProbe.make()
+        const heard = yield* probe.tap(notifier.listen(EventFanout.EVENTS_CHANNEL)).pipe(
+          Stream.filter((payload) => payload !== "probe"),
+          Stream.runHead,
+          Effect.fork
+        )
+        yield* probe.hears(notifier.notify(EventFanout.EVENTS_CHANNEL, "probe"))
         const queued = `call-${randomUUID()}`
         yield* outcomes.accept(queued, outcomeFor(accountId))
-        expect(yield* sql`SELECT attempts, lease_owner FROM deliveries WHERE call_id = ${queued}`).toEqual([{ attempts: 0, lease_owner: null }])
+        expect(yield* sql`SELECT attempts, lease_owner FROM events WHERE call_id = ${queued}`).toEqual([{ attempts: 0, lease_owner: null }])
+        expect(yield* Fiber.join(heard)).toEqual(Option.some("lead"))
         expect(adopted).toHaveLength(1)
       })))
 
@@ -605,7 +549,7 @@ describe("outcomes and the CRM push", () => {
         const lead = (yield* bridge.control.records).leads.find((l) => l.lead.call_id === callId)!
         expect(lead.lead.notes).toContain("Requested appointment: Wednesday at nine")
         const deliveries = yield* sql<{ event: string; payload: { appointment: { status: string; external_id: string } } }>`
-          SELECT event, payload FROM deliveries WHERE call_id = ${callId}`
+          SELECT event, ${sql.literal(Deliveries.bodySql)}::jsonb AS payload FROM deliveries WHERE call_id = ${callId}`
         expect(deliveries.map((d) => [d.event, d.payload.appointment.status, d.payload.appointment.external_id])).toEqual([
           ["booking", "requested", ""]
         ])

@@ -43,6 +43,18 @@ export const DeliveryJob = Schema.Struct({
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 
+/**
+ * The JSON text a delivery sends (exactly the bytes signed), over a row of `deliveries`: its own payload
+ * when it carries one (written before store migration 0017, or a test event), else its event's payload
+ * with the delivery's id (`jsonb`'s text form either way); NULL once retention dropped it.
+ */
+export const bodySql = `COALESCE(deliveries.payload::text,
+      (SELECT (e.payload || jsonb_build_object('id', deliveries.id))::text FROM events AS e WHERE e.id = deliveries.event_id))`
+
+/** Whether retention dropped the payload a delivery sends (see `bodySql`), over a row of `deliveries`. */
+export const payloadDroppedSql = `(deliveries.payload IS NULL AND (deliveries.event_id IS NULL OR
+      (SELECT e.payload IS NULL FROM events AS e WHERE e.id = deliveries.event_id) IS NOT FALSE))`
+
 /** The deliveries table as a job queue (woken on Fanout's channel). */
 export const table = JobQueue.table({
   table: "deliveries",
@@ -53,12 +65,12 @@ export const table = JobQueue.table({
   // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
   fairness: { key: "target_origin", group: "account_id" },
   log: "delivery_attempts",
-  // Migration 0016 (0011's, with destination_id): the fair claim with the select list below, planned once per
-  // session. A change of the select list needs a new version of the function (the Deliveries test compares the two claims).
+  // Migration 0016 (0011's, with destination_id; its body read as `bodySql` since 0017): the fair claim with
+  // the select list below, planned once per session. A change of the select list needs a new version of the function (the Deliveries test compares the two claims).
   claimFunction: "deliveries_claim_fairly_2",
   // Migration 0013: the worker's results (delivered_at, end_reason and the attempt rows), planned once per session.
   finishFunction: { name: "deliveries_finish", columns: ["delivered_at", "end_reason"] },
-  select: `account_id, target_url, payload::text AS body,
+  select: `account_id, target_url, ${bodySql} AS body,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state,
     (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id`
@@ -299,8 +311,10 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
       /** The JSON text a delivery sends (exactly the bytes signed), if it exists. */
       payload: Effect.fn("Deliveries.payload")(function*(id: string) {
         if (!isUuid(id)) return Option.none<string>()
-        const rows = yield* sql<{ body: string }>`SELECT payload::text AS body FROM deliveries WHERE id = ${id}`.pipe(Effect.orDie)
-        return Option.map(Option.fromNullable(rows[0]), (row) => row.body)
+        const rows = yield* sql<{ body: string | null }>`SELECT ${sql.literal(bodySql)} AS body FROM deliveries WHERE id = ${id}`.pipe(
+          Effect.orDie
+        )
+        return Option.flatMap(Option.fromNullable(rows[0]), (row) => Option.fromNullable(row.body))
       }),
 
       /** One delivery with every attempt (oldest first). */

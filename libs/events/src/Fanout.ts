@@ -1,17 +1,23 @@
 /**
- * Event fan-out: a lead or booking event becomes one delivery row per
- * matching active subscription of the account (`Subscriptions.matching`) (`lead` → lead|all, `booking`
+ * Event fan-out: a lead or booking event goes to every matching active
+ * subscription of the account (`Subscriptions.matching`) (`lead` → lead|all, `booking`
  * → booking|all; duplicate subscriptions get duplicate deliveries; unknown
- * event values match nothing — Events rules 3 and 4), inserted through the
- * caller's `SqlClient`, so inside the caller's transaction (the one that
- * completes a push job or accepts an outcome), and the delivery worker is
- * notified at COMMIT.
+ * event values match nothing — Events rules 3 and 4).
  *
- * Each delivery carries its own payload (shared/DESIGN.md shapes, the
- * contract's `LeadEvent` / `BookingEvent`) whose `id` is the delivery id —
- * the `webhook-id` a receiver de-duplicates on — and the columns the
- * perform-list preview reads (call id, source, contact and appointment
- * external ids).
+ * An event is one `events` row (store migration 0017): its payload once
+ * (shared/DESIGN.md shapes, the contract's `LeadEvent` / `BookingEvent`,
+ * without the `id`), the columns each delivery copies (the ones the
+ * perform-list preview reads: call id, source, contact and appointment
+ * external ids), and who gets it: the matching subscriptions at the time it
+ * is written. Its deliveries (`event_fan_out`) have no payload of their own:
+ * the body sent is the event's payload whose `id` is the delivery id — the
+ * `webhook-id` a receiver de-duplicates on — one per (event, subscription),
+ * however often the fan-out is redone.
+ *
+ * The outcome intake writes the event and leaves its deliveries to the
+ * fan-out worker (`EventFanout`); `enqueue`, for a caller that is a worker
+ * already (the push job that announces its call), fans out at once in the
+ * caller's transaction.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Events } from "@crm-relay/contract"
@@ -72,7 +78,36 @@ export const payload = (input: EventInput, id: string, createdAt: Date): Events.
 
 const encode = (event: Events.DeliveredEvent): unknown => (event.event === "lead" ? encodeLead(event) : encodeBooking(event))
 
-/** A `deliveries` row of an event (its payload as encoded JSON, not yet text). */
+/**
+ * The `events` row of `input` with id `id`, created at `createdAt`, continuing `traceparent` (its
+ * payload as encoded JSON without the `id`, which each delivery's own id fills in when it is sent).
+ */
+export const eventRow = (input: EventInput, id: string, createdAt: Date, traceparent: string | null) => {
+  const { id: _id, ...event } = encode(payload(input, "", createdAt)) as Record<string, unknown>
+  return {
+    id,
+    account_id: input.accountId,
+    kind: kindOf(input),
+    call_id: input.callId,
+    source: input.source,
+    contact_external_id: input.contact.external_id,
+    appointment_external_id: Option.match(input.appointment, {
+      onNone: () => null,
+      onSome: (a) => (a.external_id === "" ? null : a.external_id)
+    }),
+    created_at: createdAt,
+    traceparent,
+    payload: event
+  }
+}
+
+/** The `events` row of an event (see `eventRow`). */
+export type EventRow = ReturnType<typeof eventRow>
+
+/**
+ * A `deliveries` row that carries its own payload (encoded JSON, not yet text): what the intake of the
+ * previous release writes through migration 0014/0015's functions, kept while such replicas may run.
+ */
 export interface DeliveryRow {
   readonly id: string
   readonly account_id: string
@@ -90,8 +125,8 @@ export interface DeliveryRow {
 }
 
 /**
- * The delivery rows of `input`, one per subscription of `matching` (each its
- * own id, the `webhook-id`), due at `createdAt`, continuing `traceparent`.
+ * The delivery rows of `input` as the previous release wrote them, one per subscription of `matching`
+ * (each its own id, the `webhook-id`, and its own payload), due at `createdAt`, continuing `traceparent`.
  */
 export const deliveryRows = (
   input: EventInput,
@@ -134,21 +169,16 @@ export class Fanout extends Effect.Service<Fanout>()("@crm-relay/events/Fanout",
     return {
       /**
        * One delivery per matching active subscription, in the caller's
-       * transaction; answers the delivery ids (none when nothing matches).
+       * transaction (the event row and all its deliveries); answers the
+       * delivery ids (none, and no event, when nothing matches).
        */
       enqueue: Effect.fn("Fanout.enqueue")(function*(input: EventInput) {
-        const kind = kindOf(input)
-        const matching = yield* subscriptions.matching(input.accountId, kind)
-        if (matching.length === 0) return [] as ReadonlyArray<string>
         const createdAt = new Date(yield* Clock.currentTimeMillis)
         // Each delivery's attempts continue the trace that announced the event.
-        const rows = deliveryRows(input, matching, createdAt, yield* TraceContext.current).map((row) => ({
-          ...row,
-          payload: JSON.stringify(row.payload)
-        }))
-        yield* sql`INSERT INTO deliveries ${sql.insert(rows)}`.pipe(Effect.orDie)
-        yield* notifier.notify(DELIVERIES_CHANNEL, kind).pipe(Effect.orDie)
-        return rows.map((r) => r.id)
+        const row = eventRow(input, randomUUID(), createdAt, yield* TraceContext.current)
+        const [fanned] = yield* sql<{ ids: ReadonlyArray<string> | null }>`SELECT event_fan_out_now(${JSON.stringify(row)}::jsonb,
+          ${notifier.channel(DELIVERIES_CHANNEL)}) AS ids`.pipe(Effect.orDie)
+        return (fanned?.ids ?? []).map(String)
       }),
 
       /**

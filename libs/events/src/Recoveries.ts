@@ -159,7 +159,8 @@ const batch = (job: JobQueue.Job<RecoveryJob>, after: number) =>
     const sql = yield* SqlClient.SqlClient
     const now = new Date(yield* Clock.currentTimeMillis)
     const { since, subscription_id, until } = job.data
-    const rows = yield* sql<{ id: string; seq: string | number; dropped: boolean }>`SELECT id, seq, payload IS NULL AS dropped
+    const rows = yield* sql<{ id: string; seq: string | number; dropped: boolean }>`SELECT id, seq,
+        ${sql.literal(Deliveries.payloadDroppedSql)} AS dropped
       FROM deliveries WHERE subscription_id = ${subscription_id} AND status IN ('failed', 'ended') AND seq > ${after}
         AND created_at >= ${since} AND created_at <= ${until}
       ORDER BY seq LIMIT ${BATCH_SIZE} FOR UPDATE`

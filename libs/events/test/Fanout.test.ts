@@ -6,6 +6,7 @@ import { ListenProbe } from "@crm-relay/testing"
 import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { AccountId, Accounts } from "../src/Accounts.js"
 import * as Fanout from "../src/Fanout.js"
+import * as Deliveries from "../src/Deliveries.js"
 import { IntegrationKeys } from "../src/IntegrationKeys.js"
 import { Preview } from "../src/Preview.js"
 import { Subscriptions } from "../src/Subscriptions.js"
@@ -55,7 +56,7 @@ const setup = Effect.gen(function*() {
 const deliveriesOf = (accountId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     sql<{ subscription_id: string; event: string; target_url: string; payload: Events.DeliveredEvent; id: string }>`
-      SELECT id, subscription_id, event, target_url, payload FROM deliveries
+      SELECT id, subscription_id, event, target_url, ${sql.literal(Deliveries.bodySql)}::jsonb AS payload FROM deliveries
       WHERE account_id = ${accountId} ORDER BY target_url, id`)
 
 describe("Fanout", () => {

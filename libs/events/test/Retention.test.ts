@@ -7,6 +7,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Retention } from "@crm-relay/store"
 import { Clock, Duration, Effect, Layer, Logger, LogLevel, Metric, TestClock } from "effect"
+import * as Deliveries from "../src/Deliveries.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
 const quiet = Layer.merge(Harness.layer, Logger.minimumLogLevel(LogLevel.None))
@@ -78,15 +79,20 @@ layer(quiet)("Retention", (it) => {
         pause: Duration.zero
       }
       const result = yield* Retention.round(policy)
-      expect(result.pruned).toEqual({ deliveries: 7, delivery_attempts: 7, crm_push_jobs: 3, crm_push_receipts: 3 })
+      // Each old lead was one event (fanned out to one subscription): it goes after its delivery.
+      expect(result.pruned).toEqual({ deliveries: 7, delivery_attempts: 7, events: 7, crm_push_jobs: 3, crm_push_receipts: 3 })
       expect(result.payloadsDropped).toBe(2)
-      // Deliveries 3 + 3 + 1, push jobs 3 + 0, payloads 2: each batch one statement of at most 3 rows.
-      expect(result.batches).toBe(6)
+      // Deliveries 3 + 3 + 1, events 3 + 3 + 1, push jobs 3 + 0, payloads kept by deliveries 0, by events 2:
+      // each batch one statement of at most 3 rows.
+      expect(result.batches).toBe(10)
 
       const sql = yield* SqlClient.SqlClient
-      const kept = yield* sql<{ id: string; has_payload: boolean; payload_dropped_at: Date | null }>`SELECT id,
-          payload IS NOT NULL AS has_payload, payload_dropped_at FROM deliveries WHERE id IN ${sql.in([...old, ...recent, pending!])}
-        ORDER BY seq`.pipe(Effect.orDie)
+      // The payload a delivery sends is its event's: dropped there, once no delivery of the event is pending.
+      const kept = yield* sql<{ id: string; has_payload: boolean; payload_dropped_at: Date | null }>`SELECT deliveries.id,
+          NOT ${sql.literal(Deliveries.payloadDroppedSql)} AS has_payload, e.payload_dropped_at
+        FROM deliveries LEFT JOIN events AS e ON e.id = deliveries.event_id
+        WHERE deliveries.id IN ${sql.in([...old, ...recent, pending!])}
+        ORDER BY deliveries.seq`.pipe(Effect.orDie)
       expect(kept.map((r) => [r.id, r.has_payload])).toEqual([[recent[0], false], [recent[1], false], [pending, true]])
       expect(kept[0]!.payload_dropped_at?.getTime()).toBe(t0 + 31 * day)
       expect(yield* count(`SELECT count(*) AS n FROM delivery_attempts WHERE delivery_id IN ('${old.join("','")}')`)).toBe(0)
@@ -103,7 +109,7 @@ layer(quiet)("Retention", (it) => {
 
       // A second round finds nothing more to do.
       const again = yield* Retention.round(policy)
-      expect(again.pruned).toEqual({ deliveries: 0, delivery_attempts: 0, crm_push_jobs: 0, crm_push_receipts: 0 })
+      expect(again.pruned).toEqual({ deliveries: 0, delivery_attempts: 0, events: 0, crm_push_jobs: 0, crm_push_receipts: 0 })
       expect(again.payloadsDropped).toBe(0)
     }))
 })

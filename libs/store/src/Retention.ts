@@ -5,12 +5,15 @@
  *
  * - Webhook deliveries that are no longer pending (delivered, failed, ended)
  *   and created before `now - period` are deleted with their attempt rows.
+ * - Events (store migration 0017) whose fan-out finished, created before
+ *   `now - period`, are deleted once none of their deliveries is left.
  * - CRM push jobs that are no longer pending, last changed before
  *   `now - period`, are deleted with their receipts (the call outcome stays:
  *   it keeps a call id from being queued twice).
  * - Delivery payloads may be dropped sooner (`payloadPeriod`, for privacy):
  *   the row stays for the operator, its payload becomes NULL; such a
- *   delivery can no longer be replayed.
+ *   delivery can no longer be replayed. An event's payload (which its
+ *   deliveries send) is dropped likewise once none of them is pending.
  *
  * Each batch is one statement over a partial index of finished rows
  * (`FOR UPDATE SKIP LOCKED`: a row a replay is changing is left for the next
@@ -114,6 +117,23 @@ const withChildren = (spec: {
 })
 
 const deliveries = withChildren({ table: "deliveries", age: "created_at", child: "delivery_attempts", childKey: "delivery_id" })
+// An event goes once its deliveries went (they are pruned first, by the same age).
+const events: Pruned = {
+  table: "events",
+  batch: (sql, cutoff, limit) =>
+    sql`WITH doomed AS (
+        SELECT e.id FROM events AS e WHERE e.status <> 'pending' AND e.created_at < ${cutoff}
+          AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.event_id = e.id)
+        ORDER BY e.created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      ), gone AS (
+        DELETE FROM events WHERE id IN (SELECT id FROM doomed) RETURNING 1
+      )
+      SELECT count(*) AS n FROM gone`.pipe(Effect.map((rows) => ({ events: Number(rows[0]?.["n"] ?? 0) }))),
+  oldest: (sql) =>
+    sql<{ at: Date | null }>`SELECT min(created_at) AS at FROM events WHERE status <> 'pending'`.pipe(
+      Effect.map((rows) => rows[0]?.at ?? null)
+    )
+}
 const pushJobs = withChildren({ table: "crm_push_jobs", age: "updated_at", child: "crm_push_receipts", childKey: "job_id" })
 
 const dropPayloads = (sql: SqlClient.SqlClient, cutoff: Date, limit: number, at: Date) =>
@@ -122,19 +142,27 @@ const dropPayloads = (sql: SqlClient.SqlClient, cutoff: Date, limit: number, at:
       ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
     ) RETURNING 1`.pipe(Effect.map((rows) => rows.length))
 
+// An event's payload is what its deliveries send: dropped once none of them is pending.
+const dropEventPayloads = (sql: SqlClient.SqlClient, cutoff: Date, limit: number, at: Date) =>
+  sql`UPDATE events SET payload = NULL, payload_dropped_at = ${at} WHERE id IN (
+      SELECT e.id FROM events AS e WHERE e.status <> 'pending' AND e.payload IS NOT NULL AND e.created_at < ${cutoff}
+        AND NOT EXISTS (SELECT 1 FROM deliveries AS d WHERE d.event_id = e.id AND d.status = 'pending')
+      ORDER BY e.created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+    ) RETURNING 1`.pipe(Effect.map((rows) => rows.length))
+
 /** Rows deleted by retention, by table (metric). */
 export const prunedRows = Metric.counter("crm_relay_retention_pruned_rows_total", {
-  description: "Finished rows deleted by retention, by table (deliveries, delivery_attempts, crm_push_jobs, crm_push_receipts).",
+  description: "Finished rows deleted by retention, by table (deliveries, delivery_attempts, events, crm_push_jobs, crm_push_receipts).",
   incremental: true
 })
-/** Delivery payloads dropped before their rows (metric). */
+/** Delivery payloads dropped before their rows (metric): a delivery's own, or an event's that its deliveries send. */
 export const droppedPayloads = Metric.counter("crm_relay_retention_dropped_payloads_total", {
-  description: "Delivery payloads dropped by retention before their rows (RETENTION_PAYLOAD_PERIOD).",
+  description: "Delivery payloads dropped by retention before their rows (RETENTION_PAYLOAD_PERIOD): a delivery's own, or an event's.",
   incremental: true
 })
 /** Age of the oldest finished row kept, by table (metric). */
 export const oldestKept = Metric.gauge("crm_relay_retention_oldest_row_age_seconds", {
-  description: "Age in seconds of the oldest finished row kept, by table (deliveries: created, crm_push_jobs: last changed); 0 when none."
+  description: "Age in seconds of the oldest finished row kept, by table (deliveries and events: created, crm_push_jobs: last changed); 0 when none."
 })
 
 /** What one round did. */
@@ -159,7 +187,7 @@ export const round = (policy: RetentionPolicy): Effect.Effect<RoundResult, never
     const payloadCutoff = new Date(now - Duration.toMillis(policy.payloadPeriod))
     const pruned: Record<string, number> = {}
     let batches = 0
-    for (const kind of [deliveries, pushJobs]) {
+    for (const kind of [deliveries, events, pushJobs]) {
       for (;;) {
         const deleted = yield* kind.batch(sql, cutoff, policy.batchSize)
         batches++
@@ -173,16 +201,18 @@ export const round = (policy: RetentionPolicy): Effect.Effect<RoundResult, never
     }
     let payloadsDropped = 0
     if (Duration.lessThan(policy.payloadPeriod, policy.period)) {
-      for (;;) {
-        const dropped = yield* dropPayloads(sql, payloadCutoff, policy.batchSize, new Date(now))
-        batches++
-        payloadsDropped += dropped
-        if (dropped > 0) yield* Metric.incrementBy(droppedPayloads, dropped)
-        if (dropped < policy.batchSize) break
-        yield* Effect.sleep(policy.pause)
+      for (const drop of [dropPayloads, dropEventPayloads]) {
+        for (;;) {
+          const dropped = yield* drop(sql, payloadCutoff, policy.batchSize, new Date(now))
+          batches++
+          payloadsDropped += dropped
+          if (dropped > 0) yield* Metric.incrementBy(droppedPayloads, dropped)
+          if (dropped < policy.batchSize) break
+          yield* Effect.sleep(policy.pause)
+        }
       }
     }
-    for (const kind of [deliveries, pushJobs]) {
+    for (const kind of [deliveries, events, pushJobs]) {
       const oldest = yield* kind.oldest(sql)
       const age = oldest === null ? 0 : Math.max(0, (now - new Date(oldest).getTime()) / 1000)
       yield* Metric.set(Metric.tagged(oldestKept, "table", kind.table), age)

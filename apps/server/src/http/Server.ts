@@ -238,6 +238,7 @@ export const layerWithDatabase = (options: ServeOptions) => {
   const lifecycle = options.lifecycle ?? LifecycleWorkers.defaults
   const workers = [
     CallPipeline.pushWorker,
+    DeliveryWorker.fanoutWorker,
     DeliveryWorker.deliveryWorkerWith({ autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle) }),
     LifecycleWorkers.recoveryWorker,
     LifecycleWorkers.retentionWorker(LifecycleWorkers.retentionPolicy(lifecycle))

@@ -19,7 +19,7 @@ import * as InternalApiLive from "../http/internal/InternalApiLive.js"
 import { CONTENT_TYPE, serialize } from "./prometheus.js"
 
 /** The job queues' tables: the `queue` label, as on `crm_relay_jobs_total`. */
-const queues = ["crm_push_jobs", "deliveries"] as const
+const queues = ["crm_push_jobs", "events", "deliveries"] as const
 
 const pendingJobs = Metric.gauge("crm_relay_queue_pending_jobs", {
   description: "Pending jobs of a queue (due, running or scheduled for later), at scrape time."

@@ -6,7 +6,7 @@
  * previous run are taken back at start.
  */
 import type { BrokerEgress, Egress } from "@crm-relay/bridge"
-import { DeliveryWorker, type SigningSecrets } from "@crm-relay/events"
+import { DeliveryWorker, EventFanout, type SigningSecrets } from "@crm-relay/events"
 import type { Notifier, Vault } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option } from "effect"
@@ -29,3 +29,12 @@ export const deliveryWorkerWith = (options: DeliveryWorker.DeliveryWorkerOptions
 
 /** The webhook delivery worker. */
 export const deliveryWorker = deliveryWorkerWith({})
+
+/**
+ * The fan-out worker: turns accepted events into their deliveries, a batch of subscriptions per statement
+ * (EventFanout), woken by the intake (in this process when it runs here, else by its NOTIFY).
+ */
+export const fanoutWorker: Workers.Worker<SqlClient.SqlClient | Notifier.Notifier> = {
+  name: "event-fanout",
+  run: EventFanout.run()
+}

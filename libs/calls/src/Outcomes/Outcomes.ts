@@ -12,12 +12,12 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { Deliveries, Fanout } from "@crm-relay/events"
+import { EventFanout, Fanout } from "@crm-relay/events"
 import { JobHandoffs, Notifier } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as TraceContext from "@crm-relay/store/TraceContext"
 import { Clock, Effect, Exit, Option, Schema } from "effect"
-import { createHash } from "node:crypto"
+import { createHash, randomUUID } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
 import { eventOf, withoutPush } from "./Announcement.js"
 import { CallOutcome, type CallOutcomeEncoded } from "@crm-relay/contract/CallOutcome"
@@ -72,8 +72,7 @@ const Facts = Schema.Struct({
   mode: Schema.Literal("live", "demo", "sandbox"),
   crm_push: Schema.NullOr(Schema.Boolean),
   classifications: Schema.NullOr(Schema.Array(Schema.String)),
-  connected: Schema.Boolean,
-  subscriptions: Schema.Array(Schema.Struct({ id: Schema.String, targetUrl: Schema.String }))
+  connected: Schema.Boolean
 })
 
 /** The facts of one account (tenant, event kind) and their JSON as the database wrote it. */
@@ -103,8 +102,8 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     const notifier = yield* Notifier.Notifier
     const jobs = yield* CrmPushJobs
     const fanout = yield* Fanout.Fanout
-    // The delivery runner of this process (ROLE all), when there is one: it takes the deliveries it has room
-    // for straight from the intake (see `insertAnnounced`).
+    // The fan-out runner of this process (ROLE all), when there is one: it takes the event straight from the
+    // intake when it has room (see `insertAnnounced`).
     const handoffs = yield* Effect.serviceOption(JobHandoffs.JobHandoffs)
 
     const insert = SqlSchema.findOne({
@@ -146,11 +145,11 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           RETURNING call_id`.pipe(Effect.map((rows) => rows.length > 0))
 
     // What the route of an outcome needs, as one JSON value: the account's mode, its routing rules (none
-    // stored: the defaults), whether the tenant has a bridge (existence only: the credentials are decrypted
-    // by the worker, not at acceptance), and the subscriptions an event of `kind` goes to. NULL: no such account.
-    // Migration 0014's function, planned once per session.
-    const readFacts = (accountId: string, tenantId: string, kind: "lead" | "booking") =>
-      sql<{ facts: unknown }>`SELECT call_outcome_facts(${accountId}, ${tenantId}, ${kind}) AS facts`.pipe(
+    // stored: the defaults) and whether the tenant has a bridge (existence only: the credentials are decrypted
+    // by the worker, not at acceptance). NULL: no such account. Migration 0017's function (0014's without the
+    // subscriptions, whose list grew with their number), planned once per session.
+    const readFacts = (accountId: string, tenantId: string) =>
+      sql<{ facts: unknown }>`SELECT call_outcome_facts_2(${accountId}, ${tenantId}) AS facts`.pipe(
         Effect.flatMap((rows) => decodeFacts(rows[0]?.facts ?? null)),
         Effect.orDie
       )
@@ -165,31 +164,32 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       known.set(key, facts.value)
     }
 
-    // An outcome stored only or announced at once is one statement: the outcome row, its deliveries and the
-    // delivery worker's wake-up (pg_notify, sent when the statement commits), all or nothing. It also reads
-    // the facts the route was decided on, and writes nothing unless they are still `decidedOn` (the same
-    // snapshot: a subscription added since gets the event, a connection made since gets the push): then it
-    // answers the facts as they are (`same` false). Nothing is written either when the call id was
-    // already accepted (`inserted` false).
-    // When this process's delivery runner has room for the deliveries, they are inserted leased to it and handed
-    // over as a claim would return them: no notification, no claim, the POST starts as the statement returns.
-    // Migration 0015's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
+    // An outcome stored only or announced at once is one statement: the outcome row and its event (the payload
+    // once, and who gets it: the subscriptions matching now), and the fan-out runners' wake-up (pg_notify,
+    // sent when the statement commits), all or nothing; the deliveries are the fan-out worker's (EventFanout),
+    // so the statement costs the same however many subscriptions there are. It also reads the facts the route
+    // was decided on, and writes nothing unless they are still `decidedOn` (the same snapshot: a connection
+    // made since gets the push): then it answers the facts as they are (`same` false). Nothing is written
+    // either when the call id was already accepted (`inserted` false).
+    // When this process's fan-out runner has room, the event is inserted leased to it and handed over as a
+    // claim would return it: no notification, no claim, the fan-out starts as the statement returns.
+    // Migration 0017's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
       kind: "lead" | "booking",
       decidedOn: Known,
-      announced: boolean,
-      deliveries: ReadonlyArray<Fanout.DeliveryRow>
+      event: Fanout.EventRow | undefined
     ) =>
       Effect.suspend(() => {
-        const handoff = deliveries.length === 0 ? Option.none() : Option.flatMap(handoffs, (h) =>
-          h.reserve(Deliveries.table.table, deliveries.map((d) => Deliveries.originOf(d.target_url))))
+        const handoff = event === undefined
+          ? Option.none()
+          : Option.flatMap(handoffs, (h) => h.reserve(EventFanout.table.table, [""]))
         const lease = Option.getOrUndefined(handoff)
-        return sql<{ same: boolean | null; inserted: boolean; facts: unknown; handed: unknown }>`
-          SELECT same, inserted, facts, notified, handed FROM call_outcome_intake(${row.callId}, ${row.accountId},
+        return sql<{ same: boolean | null; inserted: boolean; facts: unknown; deliveries: number | null; handed: unknown }>`
+          SELECT same, inserted, facts, deliveries, handed FROM call_outcome_intake_2(${row.callId}, ${row.accountId},
             ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route}, ${row.reason}, ${kind},
-            ${announced}, ${decidedOn.json}::jsonb, ${JSON.stringify(deliveries)}::jsonb,
-            ${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${lease?.owner ?? null}, ${lease?.until ?? null})`.pipe(
+            ${decidedOn.json}::jsonb, ${event === undefined ? null : JSON.stringify(event)}::jsonb,
+            ${notifier.channel(EventFanout.EVENTS_CHANNEL)}, ${lease?.owner ?? null}, ${lease?.until ?? null})`.pipe(
           Effect.onExit((exit) => {
             if (lease === undefined) return Effect.void
             const handed = Exit.isSuccess(exit) ? exit.value[0]?.handed : undefined
@@ -244,7 +244,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       let facts = Option.fromNullable(known.get(key))
       if (Option.isNone(facts)) {
         cached = false
-        facts = yield* readFacts(outcome.account_id, outcome.tenant_id, kind)
+        facts = yield* readFacts(outcome.account_id, outcome.tenant_id)
       }
       for (let decisions = 1;; decisions++) {
         if (decisions > MAX_DECISIONS) return yield* Effect.dieMessage("The account's routing facts kept changing while an outcome was accepted.")
@@ -252,7 +252,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           remember(key, facts)
           return yield* new UnknownAccount({ accountId: outcome.account_id })
         }
-        const { classifications, connected, crm_push, mode, subscriptions } = facts.value.facts
+        const { classifications, connected, crm_push, mode } = facts.value.facts
         const rules: Routing.RoutingRules = crm_push === null || classifications === null
           ? Routing.DEFAULT_RULES
           : { crm_push, classifications }
@@ -272,7 +272,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           // A push is decided on facts read now, never on remembered ones.
           if (cached) {
             cached = false
-            facts = yield* readFacts(outcome.account_id, outcome.tenant_id, kind)
+            facts = yield* readFacts(outcome.account_id, outcome.tenant_id)
             continue
           }
           remember(key, facts)
@@ -286,10 +286,10 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           ).pipe(Effect.catchTag("SqlError", Effect.die))
         }
         const announced = route._tag === "EventOnly"
-        const deliveries = announced
-          ? Fanout.deliveryRows(event, subscriptions, new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
-          : []
-        const [result] = yield* insertAnnounced(row, kind, facts.value, announced, deliveries)
+        const eventRow = announced
+          ? Fanout.eventRow(event, randomUUID(), new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
+          : undefined
+        const [result] = yield* insertAnnounced(row, kind, facts.value, eventRow)
         if (result?.same !== true) {
           // The facts changed since they were read: decide again on the ones the statement saw.
           cached = false
@@ -303,7 +303,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           duplicate: false,
           route: row.route,
           reason: row.reason,
-          ...(announced ? { deliveries: deliveries.length } : {})
+          ...(announced ? { deliveries: result.deliveries ?? 0 } : {})
         } satisfies Accepted
       }
     })

@@ -133,7 +133,7 @@ export interface Row {
 
 export const row = (id: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<Row>`SELECT id, status, attempts, next_attempt_at, last_error, delivered_at, payload::text AS body
+    sql<Row>`SELECT id, status, attempts, next_attempt_at, last_error, delivered_at, ${sql.literal(DeliveriesModule.bodySql)} AS body
       FROM deliveries WHERE id = ${id}`.pipe(Effect.map((rows) => rows[0]!), Effect.orDie))
 
 /** The target URL of a delivery. */

@@ -19,6 +19,7 @@ import deliveryFinishFunction from "./0013_delivery_finish_function.js"
 import outcomeIntakeFunction from "./0014_outcome_intake_function.js"
 import outcomeHandoff from "./0015_outcome_handoff.js"
 import destinations from "./0016_destinations.js"
+import events from "./0017_events.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -37,5 +38,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0013_delivery_finish_function": deliveryFinishFunction,
   "0014_outcome_intake_function": outcomeIntakeFunction,
   "0015_outcome_handoff": outcomeHandoff,
-  "0016_destinations": destinations
+  "0016_destinations": destinations,
+  "0017_events": events
 }
