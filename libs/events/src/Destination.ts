@@ -81,6 +81,11 @@ export interface DestinationService {
    * stream exists, the address passes egress); run when a destination is created.
    */
   readonly check: (target: Target) => Effect.Effect<void, DestinationRefused>
+  /**
+   * Ends whatever the kind holds for the target (a broker connection kept between publishes):
+   * run when its destination is removed, so nothing of it stays open until some idle timeout.
+   */
+  readonly release: (target: Target) => Effect.Effect<void>
 }
 
 /** One destination kind. Several kinds live side by side in `DestinationKinds`. */
@@ -93,6 +98,8 @@ export interface TypedDestination<C> {
   readonly config: Schema.Schema<C, any>
   readonly publish: (message: Message, config: C) => Effect.Effect<Outcome>
   readonly check: (target: Target, config: C) => Effect.Effect<void, DestinationRefused>
+  /** Ends what the kind holds for the target; a kind that keeps nothing between publishes leaves it out. */
+  readonly release?: ((target: Target) => Effect.Effect<void>) | undefined
 }
 
 const invalidConfig = (kind: string, error: ParseResult.ParseError): string =>
@@ -123,7 +130,8 @@ export const make = <C>(typed: TypedDestination<C>): DestinationService => {
       return Either.isRight(config)
         ? typed.check(target, config.right)
         : Effect.fail(new DestinationRefused({ reason: "invalid_config", message: invalidConfig(typed.kind, config.left) }))
-    }
+    },
+    release: typed.release ?? (() => Effect.void)
   }
 }
 
