@@ -22,6 +22,7 @@ import {
   describeError,
   type PublisherOptions,
   PublishOutcome,
+  connectOnce,
   publishVia,
   sentence
 } from "./BrokerMessage.js"
@@ -177,12 +178,11 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
 ): Effect.fn.Return<AmqpPublisher, never, BrokerEgress | Scope.Scope> {
   const egress = yield* BrokerEgress
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const lock = yield* Effect.makeSemaphore(1)
   let current: Open | undefined
   yield* Effect.addFinalizer(() => Effect.suspend(() => (current === undefined ? Effect.void : closeQuietly(current, timeoutMs))))
 
   // Connects once for all publishes waiting on it; a lost connection is dropped and the next publish reconnects.
-  const reconnect: Effect.Effect<Open, PublishOutcome> = lock.withPermits(1)(Effect.gen(function*() {
+  const reconnect: Effect.Effect<Open, PublishOutcome> = yield* connectOnce(Effect.gen(function*() {
     if (current !== undefined && current.closedBy === undefined) return current
     if (current !== undefined) yield* closeQuietly(current, timeoutMs)
     current = undefined
@@ -206,7 +206,7 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
     return opened
   }))
 
-  // The open connection without taking the lock: the common case costs nothing.
+  // The open connection without waiting on a reconnect: the common case costs nothing.
   const connection = Effect.suspend(() =>
     current !== undefined && current.closedBy === undefined ? Effect.succeed(current) : reconnect
   )
