@@ -102,8 +102,15 @@ export interface TypedDestination<C> {
   readonly release?: ((target: Target) => Effect.Effect<void>) | undefined
 }
 
-const invalidConfig = (kind: string, error: ParseResult.ParseError): string =>
-  `The ${kind} destination's configuration is not valid: ${ParseResult.TreeFormatter.formatErrorSync(error).split("\n")[0]}`
+// The first issue, named by its field: the tree's first line names only the Schema, not what is wrong.
+const invalidConfig = (kind: string, error: ParseResult.ParseError): string => {
+  const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+  const field = issue === undefined || issue.path.length === 0 ? "" : issue.path.map(String).join(".")
+  const what = issue === undefined ? "it does not decode" : field === "" ? issue.message : /^[a-z]/.test(issue.message)
+    ? `${field} ${issue.message}`
+    : `${field}: ${issue.message}`
+  return `The ${kind} destination's configuration is not valid: ${what.replace(/\.$/, "")}.`
+}
 
 /**
  * A `DestinationService` from a kind written against its decoded configuration: a stored
