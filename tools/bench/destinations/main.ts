@@ -171,7 +171,9 @@ const main = Effect.gen(function*() {
   const warmup = (label: string) => (label.startsWith("warmup") ? Math.min(messages, 300) : messages)
   if (drain.drain !== undefined) {
     const server = drain.drain
-    yield* Console.log(`Drain: one crm-relay serve (ROLE all) on PostgreSQL ${server.version}; CPU per message of the drain is the worker process's.`)
+    yield* Console.log(
+      `Drain: crm-relay serve on PostgreSQL ${server.version}; a ROLE=api server queues the outcomes, a fresh ROLE=worker process drains them (its CPU per message).`
+    )
     runs[RABBIT_DRAIN] = (label) => server.rabbitmq(label, warmup(label)).pipe(Effect.orDie)
     runs[NATS_DRAIN] = (label) => server.nats(label, warmup(label)).pipe(Effect.orDie)
   }
