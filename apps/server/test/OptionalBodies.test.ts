@@ -45,12 +45,13 @@ const bare = (method: string, path: string) =>
   Effect.flatMap(S.adminUrl, (base) => request(method, `${base}${path}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }))
 
 layer(S.Live)("optional bodies", (it) => {
-  it("the routes whose body is optional, read from the contract: four internal ones, none in the Integrations area", () => {
+  it("the routes whose body is optional, read from the contract: five internal ones, none in the Integrations area", () => {
     expect(optionalBodies(InternalApi.InternalApi)).toEqual([
       "PUT /v1/accounts/:id/routing",
       "POST /v1/accounts/:id/connections/:tenantId/check",
       "POST /v1/accounts/:id/tenants/:tenantId/contacts/search",
-      "POST /v1/accounts/:id/subscriptions/:subscriptionId/disable"
+      "POST /v1/accounts/:id/subscriptions/:subscriptionId/disable",
+      "POST /v1/accounts/:id/destinations/:destinationId/disable"
     ])
     expect(optionalBodies(PortalApi.PortalApi)).toEqual([])
   })
@@ -100,6 +101,20 @@ layer(S.Live)("optional bodies", (it) => {
       const disabled = yield* bare("POST", `/v1/accounts/${accountId}/subscriptions/${subscriptionId}/disable`)
       expect([disabled.status, disabled.json]).toMatchObject([200, { id: subscriptionId }])
       expect((yield* S.admin("GET", `/v1/accounts/${accountId}/subscriptions/${subscriptionId}`)).json).toMatchObject({ state: "disabled" })
+    }))
+
+  it.effect("POST .../destinations/{destinationId}/disable without a body: \"{reason?}\" — the destination is disabled", () =>
+    Effect.gen(function*() {
+      const { accountId } = yield* accountWithKey()
+      const created = yield* S.admin("POST", `/v1/accounts/${accountId}/destinations`, {
+        kind: "webhook",
+        name: "Ours",
+        config: { url: "https://hooks.example.com/d" }
+      })
+      const destinationId = (created.json as { id: string }).id
+      const disabled = yield* bare("POST", `/v1/accounts/${accountId}/destinations/${destinationId}/disable`)
+      expect(disabled.status).toBe(200)
+      expect((yield* S.admin("GET", `/v1/accounts/${accountId}/destinations/${destinationId}`)).json).toMatchObject({ state: "disabled" })
     }))
 
   it.effect("a body that is present but not JSON still gets the clear 400; a route with a required field names it when nothing is sent", () =>
