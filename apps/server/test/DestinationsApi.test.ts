@@ -11,12 +11,13 @@ import { expect, layer } from "@effect/vitest"
 import type { DestinationView } from "@crm-relay/contract/Destinations"
 import type { DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import { TestDatabase } from "@crm-relay/store"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { DestinationOperations, layerRemote } from "../src/cli/DestinationOperations.js"
 import * as Server from "../src/http/Server.js"
 import * as MasterKey from "../src/config/MasterKey.js"
-import { bridgeSide } from "./support/LoopbackEgress.js"
+import { BROKER_HOST, bridgeSide, PRIVATE_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver } from "./support/Pipeline.js"
 import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, layerServer, leadOutcome, request } from "./support/TestServer.js"
 
@@ -64,6 +65,52 @@ layer(harness, { excludeTestServices: true })("destinations on the internal API"
       expect(listed.json).toEqual({ items: [] })
       expect((yield* admin("GET", `/v1/accounts/${randomUUID()}/destinations`)).status).toBe(404)
     }))
+
+  it.effect("Bad input for the broker kinds: a URL of the wrong scheme, an exchange name or subject the broker would reject, a private address without the allowance → 400 with one sentence, nothing stored (no row, no sealed secret)", () =>
+    Effect.gen(function*() {
+      const { accountId } = yield* accountWithKey()
+      const sql = yield* SqlClient.SqlClient
+      const stored = sql<{ destinations: number; secrets: number }>`SELECT
+          (SELECT count(*)::int FROM destinations) AS destinations, (SELECT count(*)::int FROM vault_secrets) AS secrets`.pipe(
+        Effect.map((rows) => rows[0]!)
+      )
+      const before = yield* stored
+      const rabbit = (config: Record<string, unknown>) =>
+        admin("POST", `/v1/accounts/${accountId}/destinations`, {
+          kind: "rabbitmq",
+          name: "Ours",
+          config: { url: `amqps://${BROKER_HOST}`, exchange: "crm", routing_key: "lead", ...config },
+          credentials: { username: "relay", password: "secret" }
+        })
+      const nats = (config: Record<string, unknown>) =>
+        admin("POST", `/v1/accounts/${accountId}/destinations`, {
+          kind: "nats",
+          name: "Ours",
+          config: { url: `tls://${BROKER_HOST}`, subject: "crm.leads", ...config },
+          credentials: { user: "relay", password: "secret" }
+        })
+      const answers = [
+        yield* rabbit({ url: `https://${BROKER_HOST}` }),
+        yield* nats({ url: `amqps://${BROKER_HOST}` }),
+        yield* rabbit({ exchange: "crm events" }),
+        yield* nats({ subject: "crm.*" }),
+        yield* rabbit({ url: `amqp://${PRIVATE_HOST}:5672` }),
+        yield* nats({ url: `tls://${PRIVATE_HOST}:4222` })
+      ]
+      const errors = answers.map((a) => (a.json as { error: string }).error)
+      expect(answers.map((a) => a.status)).toEqual([400, 400, 400, 400, 400, 400])
+      for (const error of errors) expect(error).toMatch(/^[A-Z][^\n]*\.$/)
+      expect(errors).toEqual([
+        expect.stringContaining("amqps://"),
+        expect.stringContaining("tls://"),
+        expect.stringContaining("letter, a digit"),
+        expect.stringContaining("wildcards"),
+        expect.stringMatching(/private/i),
+        expect.stringMatching(/private/i)
+      ])
+      expect((yield* admin("GET", `/v1/accounts/${accountId}/destinations`)).json).toEqual({ items: [] })
+      expect(yield* stored).toEqual(before)
+    }).pipe(Effect.orDie))
 
   it.effect("A webhook destination receives the account's leads signed with their delivery id, a test event, nothing while disabled, and nothing once removed; DELETE /subscribe/{id} of the public API cannot remove it", () =>
     Effect.gen(function*() {

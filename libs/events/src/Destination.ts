@@ -81,6 +81,11 @@ export interface DestinationService {
    * stream exists, the address passes egress); run when a destination is created.
    */
   readonly check: (target: Target) => Effect.Effect<void, DestinationRefused>
+  /**
+   * Ends whatever the kind holds for the target (a broker connection kept between publishes):
+   * run when its destination is removed, so nothing of it stays open until some idle timeout.
+   */
+  readonly release: (target: Target) => Effect.Effect<void>
 }
 
 /** One destination kind. Several kinds live side by side in `DestinationKinds`. */
@@ -93,13 +98,18 @@ export interface TypedDestination<C> {
   readonly config: Schema.Schema<C, any>
   readonly publish: (message: Message, config: C) => Effect.Effect<Outcome>
   readonly check: (target: Target, config: C) => Effect.Effect<void, DestinationRefused>
+  /** Ends what the kind holds for the target; a kind that keeps nothing between publishes leaves it out. */
+  readonly release?: ((target: Target) => Effect.Effect<void>) | undefined
 }
 
-// The first issue, named by its field ("exchange must be …"): the tree's first line names only the Schema.
+// The first issue, named by its field: the tree's first line names only the Schema, not what is wrong.
 const invalidConfig = (kind: string, error: ParseResult.ParseError): string => {
-  const [first] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const where = first === undefined || first.path.length === 0 ? "" : `${first.path.join(".")} `
-  return `The ${kind} destination's configuration is not valid: ${where}${first?.message ?? "it does not match its kind"}.`.replace(/\.\.$/, ".")
+  const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+  const field = issue === undefined || issue.path.length === 0 ? "" : issue.path.map(String).join(".")
+  const what = issue === undefined ? "it does not decode" : field === "" ? issue.message : /^[a-z]/.test(issue.message)
+    ? `${field} ${issue.message}`
+    : `${field}: ${issue.message}`
+  return `The ${kind} destination's configuration is not valid: ${what.replace(/\.$/, "")}.`
 }
 
 /**
@@ -127,7 +137,8 @@ export const make = <C>(typed: TypedDestination<C>): DestinationService => {
       return Either.isRight(config)
         ? typed.check(target, config.right)
         : Effect.fail(new DestinationRefused({ reason: "invalid_config", message: invalidConfig(typed.kind, config.left) }))
-    }
+    },
+    release: typed.release ?? (() => Effect.void)
   }
 }
 

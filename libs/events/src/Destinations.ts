@@ -172,14 +172,25 @@ export class Destinations extends Effect.Service<Destinations>()("@crm-relay/eve
         yield* destination.check(target)
       }),
 
-      /** Removes a destination: nothing more is queued for it, its pending deliveries fail unsent. */
+      /**
+       * Removes a destination: nothing more is queued for it, its pending deliveries fail unsent, its
+       * sealed credentials are deleted from the Vault (the row stays for the attempt log, pointing at
+       * none), and its kind lets go of what it held for it (a broker connection) at once.
+       */
       remove: Effect.fn("Destinations.remove")(function*(accountId: string, id: string) {
         const summary = yield* find(accountId, id)
+        // Loaded before the credentials go: the kind finds what it holds by the unsealed target.
+        const held = yield* Effect.option(load(id))
         yield* sql.withTransaction(Effect.gen(function*() {
-          yield* sql`UPDATE destinations SET removed_at = now() WHERE id = ${id}`
+          const rows = yield* sql<{ credentials_secret_id: string | null }>`
+            SELECT credentials_secret_id FROM destinations WHERE id = ${id} FOR UPDATE`
+          yield* sql`UPDATE destinations SET removed_at = now(), credentials_secret_id = NULL WHERE id = ${id}`
           yield* sql`UPDATE subscriptions SET removed_at = now(), removed_reason = 'unsubscribed'
             WHERE id = ${summary.subscription_id} AND removed_at IS NULL`
+          const secretId = rows[0]?.credentials_secret_id ?? null
+          if (secretId !== null) yield* vault.remove(secretId)
         })).pipe(Effect.orDie)
+        if (Option.isSome(held)) yield* held.value.destination.release(held.value.target)
         yield* Audit.record("destination.removed", { account_id: accountId, destination_id: id })
       })
     }

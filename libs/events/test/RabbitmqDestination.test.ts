@@ -5,7 +5,7 @@
  * bound to one topic exchange; what arrived is read by the test's own client.
  */
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
-import { RabbitMqServer, SilentListener } from "@crm-relay/testing"
+import { Eventually, RabbitMqServer, SilentListener } from "@crm-relay/testing"
 import { describe, expect, it } from "@effect/vitest"
 import * as amqp from "amqplib"
 import { Duration, Effect, Layer, Logger, LogLevel, Option, Redacted, Scope } from "effect"
@@ -126,5 +126,31 @@ describe("RabbitmqDestination", () => {
       for (let i = 0; i < 3; i++) expect((yield* destination.publish(message(target)))._tag).toBe("Delivered")
       expect(gate.accepted()).toBe(1)
       expect((yield* Effect.promise(() => channel.checkQueue("idle"))).messageCount).toBe(3)
+    }).pipe(Effect.provide(egress)))
+
+  it.scopedLive("a destination's connection unused for the idle time is closed (its own scope, not the kind's), and the next publish opens another", () =>
+    Effect.gen(function*() {
+      const server = yield* Effect.orDie(RabbitMqServer.start)
+      const destination = yield* RabbitmqDestination.makeService({ idle: Duration.millis(300) })
+      const gate = yield* Gate.start
+      yield* gate.open(server.port)
+      const model = yield* Effect.acquireRelease(
+        Effect.promise(() => amqp.connect({ hostname: "127.0.0.1", port: server.port, username: server.user, password: server.password })),
+        (model) => Effect.promise(() => model.close().catch(() => {}))
+      )
+      model.on("error", () => {})
+      const channel = yield* Effect.promise(() => model.createChannel())
+      yield* Effect.promise(() => channel.assertExchange("swept", "fanout", { durable: true }))
+      const viaGate = `amqp://127.0.0.1:${gate.port}`
+      const target = {
+        ...targetOf(viaGate, "", { username: server.user, password: server.password }),
+        config: { url: viaGate, exchange: "swept", routing_key: "" }
+      }
+      // Nothing is bound to the exchange: unroutable, but the connection was opened and kept all the same.
+      yield* destination.publish(message(target))
+      expect(gate.accepted()).toBe(1)
+      yield* Eventually.eventually(Effect.sync(() => gate.connected() === 0))
+      yield* destination.publish(message(target))
+      expect(gate.accepted()).toBe(2)
     }).pipe(Effect.provide(egress)))
 })

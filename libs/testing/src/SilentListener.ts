@@ -28,3 +28,51 @@ export const start = Effect.acquireRelease(
       server.close(() => resume(Effect.void))
     })
 ).pipe(Effect.map(({ port, accepted }) => ({ port, connections: accepted })))
+
+/**
+ * A loopback listener in front of `port` on 127.0.0.1 that forwards until `silence` runs, then
+ * cuts what it forwards and goes silent: it accepts every new connection and never answers. A
+ * target that must answer once (a destination's check at creation) and then stop.
+ */
+export const inFront = (port: number) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly server: Net.Server; readonly sockets: Set<Net.Socket>; readonly state: { silent: boolean; accepted: number } }>(
+      (resume) => {
+        const sockets = new Set<Net.Socket>()
+        const state = { silent: false, accepted: 0 }
+        const track = (socket: Net.Socket) => {
+          sockets.add(socket)
+          socket.on("error", () => {})
+          socket.on("close", () => sockets.delete(socket))
+        }
+        const server = Net.createServer((socket) => {
+          track(socket)
+          state.accepted++
+          if (state.silent) return
+          const upstream = Net.connect(port, "127.0.0.1")
+          track(upstream)
+          socket.pipe(upstream).pipe(socket)
+          upstream.on("close", () => socket.destroy())
+          socket.on("close", () => upstream.destroy())
+        })
+        server.listen(0, "127.0.0.1", () => resume(Effect.succeed({ server, sockets, state })))
+      }
+    ),
+    ({ server, sockets }) =>
+      Effect.async<void>((resume) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resume(Effect.void))
+      })
+  ).pipe(Effect.map(({ server, sockets, state }) => {
+    const address = server.address()
+    return {
+      port: typeof address === "object" && address !== null ? address.port : 0,
+      /** From now on: the forwarded connections are cut, and new ones are accepted and never answered. */
+      silence: Effect.sync(() => {
+        state.silent = true
+        for (const socket of sockets) socket.destroy()
+      }),
+      /** Connections accepted so far. */
+      connections: () => state.accepted
+    }
+  }))

@@ -1,11 +1,11 @@
 /**
- * The broker publishers against the limit: a plain client publishing the
+ * The broker destinations against the limit: a plain client publishing the
  * same messages with the same guarantees (RabbitMQ: amqplib on a confirm
  * channel, persistent and mandatory; NATS: a JetStream publish with
  * Nats-Msg-Id, waiting for each ack), on private loopback brokers started for
  * the run, in alternating rounds.
  *
- *   npm run bench:destinations -- [--messages 5000] [--rounds 2] [--concurrency 64]
+ *   DATABASE_URL=postgres://… npm run bench:destinations -- [--messages 5000] [--rounds 2] [--concurrency 64]
  *
  * Each round, for RabbitMQ and for NATS, the publisher (egress, connection
  * held per destination, outcome per message) and the plain client each
@@ -13,8 +13,13 @@
  * two alternates by round. Printed: messages/s, this process's CPU per
  * message (the brokers' work is the same for both), the medians over rounds
  * and the ratio publisher / plain. Every message must be delivered.
- * (The full drain through the delivery queue joins once the destination
- * Layers are wired.)
+ *
+ * With DATABASE_URL, the drain joins each broker's rows (Drain.ts): the
+ * built `crm-relay serve` queues `--messages` call outcomes for an account
+ * whose destination is that broker, then a fresh worker process drains them
+ * through the delivery queue; figures from the first to the last message at
+ * the broker, CPU the worker process's per message, ratio drain / plain.
+ * Build the binary first (`npx nx run @crm-relay/server:build`).
  */
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
 import { NatsConfig } from "@crm-relay/contract/Destinations/Nats"
@@ -28,6 +33,7 @@ import { connect, headers as natsHeaders } from "@nats-io/transport-node"
 import * as amqp from "amqplib"
 import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as Argv from "../support/Argv.js"
+import * as Drain from "./Drain.js"
 import { runMain } from "../support/runMain.js"
 
 const messages = Argv.integer("messages", 5_000)
@@ -37,6 +43,8 @@ const concurrency = Argv.integer("concurrency", 64)
 interface Figures {
   readonly perSecond: number
   readonly cpuMicrosPerMessage: number
+  /** The drain's: outcomes accepted a second. */
+  readonly acceptedPerSecond?: number
 }
 
 const batch = (label: string): ReadonlyArray<BrokerMessage> =>
@@ -84,7 +92,9 @@ const median = (values: ReadonlyArray<number>) => {
 }
 
 const line = (name: string, figures: Figures) =>
-  `${name.padEnd(34)} ${figures.perSecond.toFixed(0).padStart(7)} msg/s  ${figures.cpuMicrosPerMessage.toFixed(1).padStart(7)} µs CPU/msg`
+  `${name.padEnd(36)} ${figures.perSecond.toFixed(0).padStart(7)} msg/s  ${figures.cpuMicrosPerMessage.toFixed(1).padStart(7)} µs CPU/msg${
+    figures.acceptedPerSecond === undefined ? "" : `  (outcomes accepted at ${figures.acceptedPerSecond.toFixed(0)}/s)`
+  }`
 
 const main = Effect.gen(function*() {
   yield* Console.log(`Starting private RabbitMQ and NATS servers; ${messages} messages per run, ${concurrency} in flight, ${rounds} rounds.`)
@@ -150,17 +160,36 @@ const main = Effect.gen(function*() {
       }))
   }
 
+  // The drain through a running server, when there is PostgreSQL to run it on.
+  const drain = yield* Drain.prepare(rabbit, nats).pipe(
+    Effect.map((drain) => ({ drain })),
+    Effect.catchTag("NoDatabase", (error) => Effect.as(Console.log(`${error.message} Without it: the publisher rows only.`), { drain: undefined }))
+  )
+  const RABBIT_DRAIN = "RabbitMQ drain through the server"
+  const NATS_DRAIN = "NATS drain through the server"
+  // The drain's warm-up is a few hundred events: connections open, code paths compiled.
+  const warmup = (label: string) => (label.startsWith("warmup") ? Math.min(messages, 300) : messages)
+  if (drain.drain !== undefined) {
+    const server = drain.drain
+    yield* Console.log(
+      `Drain: crm-relay serve on PostgreSQL ${server.version}; a ROLE=api server queues the outcomes, a fresh ROLE=worker process drains them (its CPU per message).`
+    )
+    runs[RABBIT_DRAIN] = (label) => server.rabbitmq(label, warmup(label)).pipe(Effect.orDie)
+    runs[NATS_DRAIN] = (label) => server.nats(label, warmup(label)).pipe(Effect.orDie)
+  }
+  const has = (name: string) => runs[name] !== undefined
+
   const results = new Map<string, Array<Figures>>(Object.keys(runs).map((name) => [name, []]))
-  const pairs: ReadonlyArray<readonly [string, string]> = [
-    ["RabbitMQ publisher", "RabbitMQ plain amqplib (confirms)"],
-    ["NATS publisher", "NATS plain JetStream (acks)"]
+  const groups: ReadonlyArray<ReadonlyArray<string>> = [
+    ["RabbitMQ publisher", "RabbitMQ plain amqplib (confirms)", RABBIT_DRAIN].filter(has),
+    ["NATS publisher", "NATS plain JetStream (acks)", NATS_DRAIN].filter(has)
   ]
   // A warm-up of each, not counted: connections open, code paths compiled.
   for (const name of Object.keys(runs)) yield* runs[name]!(`warmup_${name.replace(/\W+/g, "_")}`)
   for (let round = 1; round <= rounds; round++) {
     yield* Console.log(`round ${round}`)
-    for (const pair of pairs) {
-      const order = round % 2 === 1 ? pair : ([pair[1], pair[0]] as const)
+    for (const group of groups) {
+      const order = round % 2 === 1 ? group : [...group].reverse()
       for (const name of order) {
         const figures = yield* runs[name]!(`r${round}_${name.replace(/\W+/g, "_")}`)
         results.get(name)!.push(figures)
@@ -169,21 +198,32 @@ const main = Effect.gen(function*() {
     }
     yield* Effect.promise(() => channel.purgeQueue("bench"))
     yield* Effect.promise(() => jsm.streams.purge("BENCH"))
+    if (drain.drain !== undefined) yield* drain.drain.purge
   }
 
   yield* Console.log(`medians over ${rounds} rounds`)
-  for (const [product, plain] of pairs) {
+  for (const [product, plain, drained] of groups) {
     const of = (name: string): Figures => ({
       perSecond: median(results.get(name)!.map((figures) => figures.perSecond)),
-      cpuMicrosPerMessage: median(results.get(name)!.map((figures) => figures.cpuMicrosPerMessage))
+      cpuMicrosPerMessage: median(results.get(name)!.map((figures) => figures.cpuMicrosPerMessage)),
+      ...(results.get(name)![0]?.acceptedPerSecond === undefined
+        ? {}
+        : { acceptedPerSecond: median(results.get(name)!.map((figures) => figures.acceptedPerSecond ?? 0)) })
     })
-    const a = of(product)
-    const b = of(plain)
-    yield* Console.log(`  ${line(product, a)}`)
-    yield* Console.log(`  ${line(plain, b)}`)
-    yield* Console.log(
-      `  ratio publisher / plain: rate ${(a.perSecond / b.perSecond).toFixed(2)}, CPU per message ${(a.cpuMicrosPerMessage / b.cpuMicrosPerMessage).toFixed(2)}`
-    )
+    const ratio = (what: string, a: Figures, b: Figures) =>
+      Console.log(
+        `  ratio ${what} / plain: rate ${(a.perSecond / b.perSecond).toFixed(2)}, CPU per message ${(a.cpuMicrosPerMessage / b.cpuMicrosPerMessage).toFixed(2)}`
+      )
+    const a = of(product!)
+    const b = of(plain!)
+    yield* Console.log(`  ${line(product!, a)}`)
+    yield* Console.log(`  ${line(plain!, b)}`)
+    yield* ratio("publisher", a, b)
+    if (drained !== undefined) {
+      const d = of(drained)
+      yield* Console.log(`  ${line(drained, d)}`)
+      yield* ratio("drain", d, b)
+    }
   }
 }).pipe(
   Effect.provide(Layer.merge(

@@ -1,6 +1,6 @@
 /**
  * Fair queues, as an operator would see them: one `crm-relay serve`
- * (ROLE all) on real PostgreSQL, two queues measured in turn.
+ * (ROLE all) on real PostgreSQL, three neighbours measured in turn.
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:fairness -- \
  *     [--rounds 2] [--events 50] [--rate 5] [--backlog 300] [--push-backlog 300] \
@@ -19,6 +19,13 @@
  * succeeded), then the same behind C's silent bridge with `--push-backlog`
  * C push jobs queued first.
  *
+ * A silent broker: account E's RabbitMQ destination (created through a
+ * listener that forwards to a private RabbitMQ for the creation check, then
+ * goes silent: accepts TCP, never answers). In alternating rounds: B alone,
+ * then the same behind `--backlog` E events queued first, each waiting out
+ * the publisher's connect timeout. The slots E holds are its deliveries
+ * leased at once (read from the database every 50 ms).
+ *
  * For each queue: p50/p99 of both, the server's CPU per healthy outcome
  * (behind: with the silent backlog's work), the most requests the silent
  * target held open at once (the slots it took: 128 delivery slots, 10 push
@@ -30,9 +37,10 @@
 import * as Examples from "@crm-relay/contract/Examples"
 import { Operations } from "@crm-relay/contract"
 import { ReferenceBridge } from "@crm-relay/reference-bridge"
-import type { Certificate } from "@crm-relay/testing"
+import { type Certificate, RabbitMqServer, SilentListener } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Console, Duration, Effect } from "effect"
+import * as amqp from "amqplib"
 import { randomBytes } from "node:crypto"
 import type * as Http from "node:http"
 import * as Argv from "../support/Argv.js"
@@ -320,8 +328,51 @@ const main = Effect.gen(function*() {
     drain: Effect.zipRight(sql`UPDATE crm_push_jobs SET status = 'failed' WHERE account_id = ${c} AND status = 'pending'`, silentBridge.hangUp)
   })
 
+  // A silent broker: E's destination passes its creation check through the listener, which then goes silent.
+  const rabbit = yield* RabbitMqServer.start
+  const listener = yield* SilentListener.inFront(rabbit.port)
+  yield* Effect.promise(async () => {
+    const model = await amqp.connect({ hostname: "127.0.0.1", port: rabbit.port, username: rabbit.user, password: rabbit.password })
+    const channel = await model.createChannel()
+    await channel.assertExchange("fairness", "direct", { durable: true })
+    await model.close()
+  })
+  const e = (yield* LoopbackRun.liveAccount(call, server, adminToken, "E (silent broker)")).id
+  yield* call("POST", `${server.adminUrl}/v1/accounts/${e}/destinations`, adminToken, {
+    kind: "rabbitmq",
+    name: "Silent broker",
+    event: "lead",
+    config: { url: `amqp://127.0.0.1:${listener.port}`, exchange: "fairness", routing_key: "lead" },
+    credentials: { username: rabbit.user, password: rabbit.password }
+  })
+  yield* listener.silence
+  const brokerHeld: Held = { open: 0, most: 0 }
+  yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
+    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries
+      WHERE account_id = ${e} AND status = 'pending' AND lease_expires_at > now()`.pipe(Effect.orDie)
+    brokerHeld.open = row?.n ?? 0
+    brokerHeld.most = Math.max(brokerHeld.most, brokerHeld.open)
+    yield* Effect.sleep("50 millis")
+  })))
+  const brokers = yield* alternate({
+    name: "deliveries behind a silent broker",
+    unit: "broker",
+    slots: DELIVERY_SLOTS,
+    held: brokerHeld,
+    backlog,
+    cpu: cpuSeconds(server.pid),
+    measure: (label) =>
+      Effect.flatMap(
+        offer(call, server.adminUrl, adminToken, leadOutcome(b, "fairness-tenant"), `s-${label}`, events, rate),
+        (accepted) => awaitAll(accepted, () => Effect.succeed(healthy.arrivals))
+      ),
+    fill: (round) => offer(call, server.adminUrl, adminToken, leadOutcome(e, "fairness-tenant"), `s-r${round}-silent`, backlog, 0),
+    // Its running attempts end with their connect timeout; nothing to hang up.
+    drain: sql`UPDATE deliveries SET status = 'failed' WHERE account_id = ${e} AND status = 'pending'`
+  })
+
   yield* Console.log("summary (p99 alone → behind a silent neighbour; most slots it held):")
-  for (const q of [deliveries, pushes]) {
+  for (const q of [deliveries, pushes, brokers]) {
     yield* Console.log(
       `  ${q.name}: ${q.aloneP99.toFixed(1)} ms → ${q.behindP99.toFixed(1)} ms (ratio ${(q.behindP99 / q.aloneP99).toFixed(2)}); held ${q.most}; ${
         q.latencyMet && q.shareMet ? "goals met" : "goals NOT met"

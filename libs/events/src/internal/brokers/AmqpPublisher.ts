@@ -22,6 +22,7 @@ import {
   describeError,
   type PublisherOptions,
   PublishOutcome,
+  connectOnce,
   publishVia,
   sentence
 } from "./BrokerMessage.js"
@@ -138,7 +139,36 @@ const open = (credentials: RabbitmqCredentials, target: BrokerTarget, options: P
     return Effect.sync(() => settle(Effect.fail({ permanent: false, reason: "interrupted" })))
   })
 
-const closeQuietly = (state: Open) => Effect.promise(() => state.model.close().catch(() => {}))
+/** The socket under a channel model (amqplib keeps it as `connection.stream`, outside its types). */
+const socketOf = (model: amqp.ChannelModel): { readonly destroy: () => void } | undefined => {
+  const connection: unknown = model.connection
+  if (typeof connection !== "object" || connection === null || !("stream" in connection)) return undefined
+  const stream = connection.stream
+  return typeof stream === "object" && stream !== null && "destroy" in stream && typeof stream.destroy === "function"
+    ? { destroy: () => (stream.destroy as () => void).call(stream) }
+    : undefined
+}
+
+/**
+ * Closes the connection, waiting at most `withinMs` for the broker's close-ok: a broker that went
+ * silent, or a socket already gone, never answers it, and a removal or shutdown must not wait on
+ * that. Past the bound the socket is dropped.
+ */
+const closeQuietly = (state: Open, withinMs: number) =>
+  Effect.async<void>((resume) => {
+    let done = false
+    const finish = () => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      resume(Effect.void)
+    }
+    const timer = setTimeout(() => {
+      socketOf(state.model)?.destroy()
+      finish()
+    }, withinMs)
+    state.model.close().catch(() => {}).finally(finish)
+  })
 
 /** A publisher for one RabbitMQ destination; its connection closes with the scope. */
 export const make = Effect.fn("AmqpPublisher.make")(function*(
@@ -148,14 +178,13 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
 ): Effect.fn.Return<AmqpPublisher, never, BrokerEgress | Scope.Scope> {
   const egress = yield* BrokerEgress
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const lock = yield* Effect.makeSemaphore(1)
   let current: Open | undefined
-  yield* Effect.addFinalizer(() => Effect.suspend(() => (current === undefined ? Effect.void : closeQuietly(current))))
+  yield* Effect.addFinalizer(() => Effect.suspend(() => (current === undefined ? Effect.void : closeQuietly(current, timeoutMs))))
 
   // Connects once for all publishes waiting on it; a lost connection is dropped and the next publish reconnects.
-  const reconnect: Effect.Effect<Open, PublishOutcome> = lock.withPermits(1)(Effect.gen(function*() {
+  const reconnect: Effect.Effect<Open, PublishOutcome> = yield* connectOnce(Effect.gen(function*() {
     if (current !== undefined && current.closedBy === undefined) return current
-    if (current !== undefined) yield* closeQuietly(current)
+    if (current !== undefined) yield* closeQuietly(current, timeoutMs)
     current = undefined
     const target = yield* egress.resolve("amqp", config.url).pipe(
       Effect.mapError((error) =>
@@ -177,7 +206,7 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
     return opened
   }))
 
-  // The open connection without taking the lock: the common case costs nothing.
+  // The open connection without waiting on a reconnect: the common case costs nothing.
   const connection = Effect.suspend(() =>
     current !== undefined && current.closedBy === undefined ? Effect.succeed(current) : reconnect
   )
@@ -269,6 +298,6 @@ export const check = Effect.fn("AmqpPublisher.check")(function*(
       )
     }, (error: unknown) => CheckOutcome.Refused({ reason: `The RabbitMQ broker refused a channel: ${describeError(error)}.` }))
   )
-  yield* closeQuietly(state)
+  yield* closeQuietly(state, options.timeoutMs ?? DEFAULT_TIMEOUT_MS)
   return verdict
 })

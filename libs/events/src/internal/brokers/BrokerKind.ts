@@ -1,12 +1,12 @@
 /**
  * What the broker destination kinds (RabbitMQ, NATS) share around their
  * publishers: one publisher (one connection) per destination target, kept
- * and reused, closed once unused for a while (a removed or disabled
- * destination is published to no more) and with the kind's Layer; the
- * translation of publisher outcomes into the `Destination` interface's; and
+ * and reused, closed when its destination is removed, once unused for a
+ * while (a disabled destination is published to no more) and with the
+ * kind's Layer; the translation of publisher outcomes into the `Destination` interface's; and
  * `destination`, which makes a kind's service from what is its own.
  */
-import type { BrokerEgress } from "@crm-relay/bridge"
+import { BrokerEgress } from "@crm-relay/bridge"
 import type { Either, Schema } from "effect"
 import { Clock, Duration, Effect, Exit, Option, Redacted, Schedule, Scope } from "effect"
 import { createHash } from "node:crypto"
@@ -20,6 +20,8 @@ export const DEFAULT_IDLE = Duration.minutes(5)
 export interface Pool<P> {
   /** Runs `use` with the target's publisher, made (in its own scope) on first use. */
   readonly with: <A>(key: string, make: Effect.Effect<P, never, Scope.Scope>, use: (publisher: P) => Effect.Effect<A>) => Effect.Effect<A>
+  /** Closes the publisher of `key` now, if there is one (a publish still running on it ends as the connection does). */
+  readonly evict: (key: string) => Effect.Effect<void>
   /** How many publishers are open (tests). */
   readonly size: () => number
 }
@@ -83,6 +85,11 @@ export const pool = <P>(idle: Duration.Duration): Effect.Effect<Pool<P>, never, 
           entry.usedAt = clock.unsafeCurrentTimeMillis()
           entry.inFlight++
           return Effect.ensuring(use(entry.publisher), Effect.sync(() => entry.inFlight--))
+        }),
+      evict: (key) =>
+        Effect.suspend(() => {
+          const entry = entries.get(key)
+          return entry === undefined ? Effect.void : closeEntry(key, entry)
         }),
       size: () => entries.size
     }
@@ -175,7 +182,9 @@ export const destination = <C, K, P extends { readonly publish: (message: Broker
   options: Options = {}
 ): Effect.Effect<DestinationService, never, BrokerEgress | Scope.Scope> =>
   Effect.gen(function*() {
-    const context = yield* Effect.context<BrokerEgress>()
+    // BrokerEgress alone, not the Layer's whole context: that holds the Layer's Scope, which would
+    // take the publishers' finalizers from the scopes the pool closes them with.
+    const egress = yield* BrokerEgress
     const publishers = yield* pool<P>(Duration.decode(options.idle ?? DEFAULT_IDLE))
     return make<C>({
       kind: kind.kind,
@@ -187,7 +196,7 @@ export const destination = <C, K, P extends { readonly publish: (message: Broker
         }
         return publishers.with(
           keyOf(message.target),
-          Effect.provide(kind.open(config, credentials.right, options), context),
+          Effect.provideService(kind.open(config, credentials.right, options), BrokerEgress, egress),
           (publisher) => Effect.map(publisher.publish(brokerMessage(message)), outcomeOf)
         )
       },
@@ -195,7 +204,10 @@ export const destination = <C, K, P extends { readonly publish: (message: Broker
         const credentials = kind.credentialsOf(target.credentials)
         return credentials._tag === "Left"
           ? Effect.fail(credentials.left)
-          : kind.check(config, credentials.right, options).pipe(Effect.provide(context), Effect.flatMap(checked))
-      }
+          : kind.check(config, credentials.right, options).pipe(Effect.provideService(BrokerEgress, egress), Effect.flatMap(checked))
+      },
+      // The removed destination's connection closes now rather than after `idle`. Two destinations
+      // with the same target and credentials share it: the other one reconnects on its next publish.
+      release: (target) => publishers.evict(keyOf(target))
     })
   })

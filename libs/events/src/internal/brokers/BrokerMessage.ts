@@ -77,3 +77,27 @@ export const publishVia = <S>(
     Effect.merge,
     Effect.map(asSentence)
   )
+
+/**
+ * A publisher's (re)connect step, run by one publish at a time: `attempt` (which returns the open
+ * connection when there is one, else connects) is shared with the publishes waiting on it, its
+ * failure included. A publish that waited while an attempt failed gets that failure rather than
+ * trying again: a broker that never answers costs each waiting publish one timeout, not one per
+ * publish queued before it (which would outlast the delivery's lease).
+ */
+export const connectOnce = <S>(attempt: Effect.Effect<S, PublishOutcome>): Effect.Effect<Effect.Effect<S, PublishOutcome>> =>
+  Effect.map(Effect.makeSemaphore(1), (lock) => {
+    let ended = 0
+    let failure: PublishOutcome | undefined
+    return Effect.suspend(() => {
+      const seen = ended
+      return lock.withPermits(1)(Effect.suspend(() => {
+        if (ended !== seen && failure !== undefined) return Effect.fail(failure)
+        failure = undefined
+        return attempt.pipe(
+          Effect.tapError((outcome) => Effect.sync(() => void (failure = outcome))),
+          Effect.ensuring(Effect.sync(() => void ended++))
+        )
+      }))
+    })
+  })

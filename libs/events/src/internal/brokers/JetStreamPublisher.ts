@@ -24,6 +24,7 @@ import {
   describeError,
   type PublisherOptions,
   PublishOutcome,
+  connectOnce,
   publishVia,
   sentence
 } from "./BrokerMessage.js"
@@ -101,12 +102,11 @@ export const make = Effect.fn("JetStreamPublisher.make")(function*(
 ): Effect.fn.Return<JetStreamPublisher, never, BrokerEgress | Scope.Scope> {
   const egress = yield* BrokerEgress
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
-  const lock = yield* Effect.makeSemaphore(1)
   let current: Open | undefined
   yield* Effect.addFinalizer(() => Effect.suspend(() => (current === undefined ? Effect.void : closeQuietly(current.connection))))
 
   // The client reconnects by itself for a while; once it has given up (closed), the next publish connects anew.
-  const reconnect: Effect.Effect<Open, PublishOutcome> = lock.withPermits(1)(Effect.gen(function*() {
+  const reconnect: Effect.Effect<Open, PublishOutcome> = yield* connectOnce(Effect.gen(function*() {
     if (current !== undefined && !current.connection.isClosed()) return current
     current = undefined
     const target = yield* egress.resolve("nats", config.url).pipe(
@@ -121,7 +121,7 @@ export const make = Effect.fn("JetStreamPublisher.make")(function*(
     return current
   }))
 
-  // The open connection without taking the lock: the common case costs nothing.
+  // The open connection without waiting on a reconnect: the common case costs nothing.
   const connection = Effect.suspend(() =>
     current !== undefined && !current.connection.isClosed() ? Effect.succeed(current) : reconnect
   )
