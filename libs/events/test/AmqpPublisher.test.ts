@@ -10,7 +10,7 @@ import { BrokerProcess, Certificate, Eventually, RabbitMqServer, SilentListener 
 import * as amqp from "amqplib"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as AmqpPublisher from "../src/internal/brokers/AmqpPublisher.js"
-import { loopbackEgress, message, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
+import { loopbackEgress, message, publishAcrossRestart, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
 
 /** The private broker, with an amqps:// listener whose certificate (signed by `ca`) names broker.localhost only. */
 interface TestBroker extends RabbitMqServer.RabbitMqServer {
@@ -213,15 +213,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("RabbitMQ publisher
       yield* bound("crm.burst", "burst-leads", "lead.*")
       const publisher = yield* AmqpPublisher.make(config(server, "crm.burst", "lead.created"), credentials(server), { timeoutMs: 5000 })
       const burst = Array.from({ length: 300 }, (_, index) => message(`burst-${index}`))
-      const delivered = { count: 0 }
-      const restart = Effect.gen(function*() {
-        yield* Eventually.eventually(Effect.sync(() => delivered.count >= 50))
-        yield* server.stop
-        yield* server.start
-      })
-      const publishAll = Effect.forEach(burst, (payload) =>
-        publishUntilSettled(publisher, payload).pipe(Effect.tap(() => Effect.sync(() => delivered.count++))), { concurrency: 8 })
-      const [results] = yield* Effect.all([publishAll, restart], { concurrency: 2 })
+      const results = yield* publishAcrossRestart(publisher, server, burst)
       expect(results.every(({ outcome }) => outcome._tag === "Delivered")).toBe(true)
       // The restart really happened in the middle: some publishes needed a retry.
       expect(results.some(({ attempt }) => attempt > 1)).toBe(true)

@@ -11,7 +11,7 @@ import { jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jet
 import { connect, type NodeConnectionOptions } from "@nats-io/transport-node"
 import { Context, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as JetStreamPublisher from "../src/internal/brokers/JetStreamPublisher.js"
-import { loopbackEgress, message, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
+import { loopbackEgress, message, publishAcrossRestart, publishUntilSettled, reason } from "./support/BrokerPublishers.js"
 
 /** The private server, requiring TLS with a certificate (signed by `ca`) for broker.localhost and 127.0.0.1. */
 interface TestServer extends NatsServer.NatsServer {
@@ -193,15 +193,7 @@ layer(Live, { excludeTestServices: true, timeout: 600_000 })("NATS JetStream pub
       yield* stream("BURST", "crm.burst")
       const publisher = yield* JetStreamPublisher.make(config(server, "crm.burst"), credentials(server), { timeoutMs: 2000, extraCa: [server.ca] })
       const burst = Array.from({ length: 300 }, (_, index) => message(`burst-${index}`))
-      const delivered = { count: 0 }
-      const restart = Effect.gen(function*() {
-        yield* Eventually.eventually(Effect.sync(() => delivered.count >= 50))
-        yield* server.stop
-        yield* server.start
-      })
-      const publishAll = Effect.forEach(burst, (payload) =>
-        publishUntilSettled(publisher, payload).pipe(Effect.tap(() => Effect.sync(() => delivered.count++))), { concurrency: 8 })
-      const [results] = yield* Effect.all([publishAll, restart], { concurrency: 2 })
+      const results = yield* publishAcrossRestart(publisher, server, burst)
       expect(results.every(({ outcome }) => outcome._tag === "Delivered")).toBe(true)
       expect(results.some(({ attempt }) => attempt > 1)).toBe(true)
       const { jsm } = yield* manager
