@@ -97,5 +97,40 @@ describe("outcome fan-out (#35)", () => {
         expect(again!.ids).toEqual([])
         expect(yield* deliveriesOf(callId)).toEqual(delivered)
       }))
+
+    it.effect("#35 part 3: \"fewer commits per delivery\": the fan-out's last batch finishes its event in the same statement, so the runner stores nothing more; an earlier, full batch leaves it pending", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const outcomes = yield* Outcomes
+        const accountId = yield* connectedAccount("live", false)
+        yield* subscribe(accountId, "lead")
+        const callId = `call-${randomUUID()}`
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ deliveries: 2 })
+        const [event] = yield* sql<{ id: string }>`SELECT id FROM events WHERE call_id = ${callId}`
+        const state = sql<{ status: string; lease_owner: string | null }>`SELECT status, lease_owner FROM events WHERE id = ${event!.id}`.pipe(
+          Effect.map((rows) => rows[0]),
+          Effect.orDie
+        )
+
+        const worker = yield* JobQueue.make(EventFanout.table)
+        // Other tests' events may be due too: the others are given back at once.
+        const claimed = yield* worker.claim(100, Duration.seconds(30))
+        yield* worker.release(claimed.filter((j) => j.id !== event!.id).map((j) => j.id))
+        const [first] = yield* sql<{ ids: ReadonlyArray<string>; more: boolean; finished: boolean }>`SELECT ids, more, finished
+          FROM event_fan_out_2(${event!.id}, ${worker.owner}, 1, NULL)`
+        expect(first).toMatchObject({ more: true, finished: false })
+        expect(yield* state).toEqual({ status: "pending", lease_owner: worker.owner })
+
+        // The handler's last batch (the second subscription) finishes the event under the lease.
+        const handle = yield* EventFanout.makeHandler(worker.owner, 1)
+        const result = yield* handle(claimed.find((j) => j.id === event!.id)!)
+        expect(result).toMatchObject({ _tag: "Complete", stored: true })
+        expect(yield* state).toEqual({ status: "done", lease_owner: null })
+        expect(yield* deliveriesOf(callId)).toHaveLength(2)
+        // Done: a late batch of the same owner is refused, and adds nothing.
+        const [late] = yield* sql<{ held: boolean; finished: boolean }>`SELECT held, finished FROM event_fan_out_2(${event!.id}, ${worker.owner}, 1, NULL)`
+        expect(late).toMatchObject({ held: false, finished: false })
+        expect(yield* deliveriesOf(callId)).toHaveLength(2)
+      }))
   })
 })

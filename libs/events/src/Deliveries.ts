@@ -298,8 +298,11 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
           const known = isUuid(cursor) ? yield* sql`SELECT 1 FROM deliveries WHERE id = ${cursor}`.pipe(Effect.orDie) : []
           if (known.length === 0) return yield* new UnknownCursor({ cursor })
         }
+        // The statuses as literals (each checked against the closed list): the planner then proves the
+        // failed-and-ended index's predicate (migration 0018), which a parameter would not let it do.
+        const statuses = DeliveryStatus.literals.filter((s) => options.statuses.includes(s)).map((s) => `'${s}'`).join(", ")
         const rows = yield* sql`SELECT ${columns} FROM deliveries AS d ${lastAttempt}
-          WHERE d.status IN ${sql.in(options.statuses)}
+          WHERE d.status IN (${sql.literal(statuses)})
             ${accountId === undefined ? sql`` : sql`AND d.account_id = ${accountId}`}
             ${since === undefined ? sql`` : sql`AND d.created_at >= ${since}`}
             ${cursor === undefined ? sql`` : sql`AND d.seq < (SELECT c.seq FROM deliveries AS c WHERE c.id = ${cursor})`}

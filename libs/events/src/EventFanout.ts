@@ -3,10 +3,10 @@
  * migration 0017, written by the outcome intake) into its deliveries.
  *
  * The `events` table is a JobQueue table (`pending` → `done`). A claimed
- * event is fanned out a batch at a time (`event_fan_out`: the next
+ * event is fanned out a batch at a time (`event_fan_out_2`: the next
  * subscriptions in insertion order, one statement that inserts their
- * deliveries, moves the event's cursor and wakes the delivery runners at
- * COMMIT), under the event's lease, which the runner's heartbeat keeps alive
+ * deliveries, moves the event's cursor, or finishes the event with its last
+ * batch, and wakes the delivery runners at COMMIT), under the event's lease, which the runner's heartbeat keeps alive
  * however many batches there are. A worker that dies mid-way loses its
  * lease; another claims the event and goes on from the cursor, and a batch
  * done twice inserts nothing twice (one delivery per event and subscription):
@@ -54,16 +54,18 @@ export const makeHandler = (owner: string, batch: number = BATCH) =>
     const notifier = yield* Notifier.Notifier
     const channel = notifier.channel(DELIVERIES_CHANNEL)
     const step = (id: string) =>
-      sql<{ more: boolean; held: boolean }>`SELECT more, held FROM event_fan_out(${id}, ${owner}, ${batch}, ${channel})`.pipe(
-        Effect.map((rows) => rows[0] ?? { more: false, held: false })
+      sql<{ more: boolean; held: boolean; finished: boolean }>`SELECT more, held, finished
+        FROM event_fan_out_2(${id}, ${owner}, ${batch}, ${channel})`.pipe(
+        Effect.map((rows) => rows[0] ?? { more: false, held: false, finished: false })
       )
     return (job: JobQueue.Job<typeof table extends JobQueue.JobTable<infer A> ? A : never>) =>
       Effect.gen(function*() {
         for (;;) {
-          const { held, more } = yield* step(job.id)
+          const { finished, held, more } = yield* step(job.id)
           // Its lease was taken over (this worker was too slow): the new holder goes on from the cursor.
           if (!held) return JobQueue.JobResult.Retry({ delay: Duration.zero, error: "The event's lease was lost during its fan-out." })
-          if (!more) return JobQueue.JobResult.Complete({})
+          // The last batch's statement finished the event too (its own commit saved).
+          if (!more) return JobQueue.JobResult.Complete({ stored: finished })
         }
       }).pipe(
         // The database failed mid-way: the event is fanned out again from its cursor (nothing twice).
@@ -98,7 +100,7 @@ export const drain = (batch: number = BATCH): Effect.Effect<number, never, SqlCl
       const [job] = yield* queue.claim(1, Duration.seconds(30))
       if (job === undefined) return finished
       const result = yield* handle(job)
-      if (result._tag === "Complete" && (yield* queue.complete(job.id))) finished++
+      if (result._tag === "Complete" && (result.stored === true || (yield* queue.complete(job.id)))) finished++
       else yield* queue.release([job.id])
     }
   })

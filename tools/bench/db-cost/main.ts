@@ -5,7 +5,7 @@
  * included. PostgreSQL only.
  *
  *   npm run bench:db-cost -- [--outcomes 200] [--subscriptions 1] [--rounds 2] [--concurrency 8]
- *     [--database-url URL] [--pool 10] [--bin PATH] [--baseline PATH] [--server-log FILE]
+ *     [--database-url URL] [--pool 10] [--bin PATH] [--baseline PATH] [--server-log FILE] [--detail]
  *
  * Each round, for each build (`--bin`, this checkout's by default, and
  * `--baseline`, another checkout's `apps/server/bin/crm-relay.js`, if given;
@@ -21,6 +21,12 @@
  * part of it in this database's own records (pg_walinspect, created for the
  * run when missing); commits and this database's WAL less the idle window's
  * rate over the run's window.
+ * Full-page images: the first change of a page after a checkpoint logs the
+ * whole page, so a window that happens to follow a timed checkpoint pays more.
+ * Each window therefore starts with a CHECKPOINT (when allowed), both builds
+ * alike, and this database's WAL is shown with and without its images.
+ * `--detail` also prints, for each build's last round, where that WAL went:
+ * bytes per outcome by record kind and relation (pg_walinspect), images apart.
  * Goals: ≤ 2 commits and ≤ 2 KiB WAL per outcome (this database's records).
  * Run nothing else on the bench's database meanwhile: every backend of it counts.
  */
@@ -49,6 +55,8 @@ const concurrency = Argv.integer("concurrency", 8)
 const pool = Argv.integer("pool", 10)
 const databaseUrl = Redacted.make(Argv.text("database-url") ?? process.env["DATABASE_URL"] ?? DEFAULT_DATABASE_URL)
 const serverLog = Argv.text("server-log")
+/** Also print each build's WAL by record kind and relation, per outcome, in its last round. */
+const detail = Argv.flag("detail")
 
 /** A round's deliveries were not all made in time: its counters would not hold the whole cost. */
 class NotDelivered extends Data.TaggedError("NotDelivered")<{ readonly message: string }> {}
@@ -69,6 +77,8 @@ interface Cost {
   readonly ownWal: number
   /** Full-page images' share of `ownWal` (0..1). */
   readonly fullPages: number
+  /** `ownWal` without its full-page images: what the rows and index entries themselves cost. */
+  readonly ownWalWithoutImages: number
   /** The idle window: commits and WAL bytes (this database's) per second. */
   readonly idleCommitsPerSecond: number
   readonly idleWalPerSecond: number
@@ -90,7 +100,7 @@ const kib = (bytes: number) => (Number.isNaN(bytes) ? "—" : `${(bytes / 1024).
 const describe = (c: Cost) =>
   `${c.commits.toFixed(2)} commits (${c.rollbacks.toFixed(2)} rollbacks), WAL ${kib(c.ownWal)} of this database (${
     Number.isNaN(c.fullPages) ? "—" : (c.fullPages * 100).toFixed(0)
-  } % full-page images), ${kib(c.clusterWal)} cluster-wide per outcome; idle server: ${c.idleCommitsPerSecond.toFixed(2)} commits/s, ${
+  } % full-page images; ${kib(c.ownWalWithoutImages)} without them), ${kib(c.clusterWal)} cluster-wide per outcome; idle server: ${c.idleCommitsPerSecond.toFixed(2)} commits/s, ${
     c.idleWalPerSecond.toFixed(0)
   } B/s WAL; run window ${c.seconds.toFixed(1)} s`
 
@@ -102,6 +112,7 @@ const main = Effect.gen(function*() {
   const admin = yield* PgClient.make({ url: databaseUrl, maxConnections: 1, idleTimeout: "1 hour" })
   const [database] = yield* admin<{ name: string; version: string }>`SELECT current_database() AS name, current_setting('server_version') AS version`
   const inspect = yield* PgCounters.walInspect(admin)
+  const checkpoints = yield* PgCounters.checkpoint(admin)
   const { serverEnv, tls } = yield* LoopbackRun.loopbackEgress("bench-db-cost")
   const receiver = yield* startReceiver(tls)
   const call = yield* jsonClient(Math.max(concurrency, 8))
@@ -116,6 +127,11 @@ const main = Effect.gen(function*() {
     inspect
       ? "WAL of this database: its records in the window (pg_walinspect), with their share of page headers; the cluster-wide LSN difference also counts other databases writing meanwhile."
       : "pg_walinspect is not available (not installed, or not a superuser): WAL is the cluster-wide LSN difference only, which also counts other databases writing meanwhile."
+  )
+  yield* Console.log(
+    checkpoints
+      ? "Each window starts with a CHECKPOINT, so both builds pay the full-page images of a clean start alike; WAL is shown with and without them."
+      : "CHECKPOINT is not allowed (neither superuser nor pg_checkpoint): a window may or may not follow a timed checkpoint, so compare the WAL without full-page images."
   )
 
   /** One build's round, alone on the database (see the module comment). */
@@ -153,21 +169,40 @@ const main = Effect.gen(function*() {
       yield* offer(`${build.name}-r${round}-warmup`, WARMUP)
 
       yield* Effect.sleep(PgCounters.SETTLE)
+      if (checkpoints) yield* PgCounters.checkpoint(admin)
       const r0 = yield* PgCounters.read(admin)
       yield* Effect.sleep(PgCounters.SETTLE)
+      if (checkpoints) yield* PgCounters.checkpoint(admin)
       const r1 = yield* PgCounters.read(admin)
       yield* offer(`${build.name}-r${round}`, outcomes)
       yield* Effect.sleep(PgCounters.SETTLE)
       const r2 = yield* PgCounters.read(admin)
-      const idle = PgCounters.difference(r0, r1)
+      // The idle window holds the second CHECKPOINT, itself a transaction of this database.
+      const idle = { ...PgCounters.difference(r0, r1), commits: PgCounters.difference(r0, r1).commits - (checkpoints ? 1 : 0) }
       const run = PgCounters.difference(r1, r2)
       const idleRecords = inspect ? yield* PgCounters.walRecords(admin, r0.lsn, r1.lsn) : undefined
       const runRecords = inspect ? yield* PgCounters.walRecords(admin, r1.lsn, r2.lsn) : undefined
       // This database's share of the WAL, page headers and padding shared out in proportion to record bytes.
-      const own = (w: PgCounters.Window, records: PgCounters.WalRecords | undefined) =>
-        records === undefined ? Number.NaN : records.all === 0 ? 0 : (w.walBytes * records.ours) / records.all
+      const own = (w: PgCounters.Window, records: PgCounters.WalRecords | undefined, images = true) =>
+        records === undefined
+          ? Number.NaN
+          : records.all === 0
+          ? 0
+          : (w.walBytes * (records.ours - (images ? 0 : records.oursFullPages))) / records.all
       const idleWalPerSecond = own(idle, idleRecords) / idle.seconds
+      const idleWalWithoutImagesPerSecond = own(idle, idleRecords, false) / idle.seconds
       const idleCommitsPerSecond = idle.commits / idle.seconds
+      if (detail && inspect && round === rounds) {
+        yield* Console.log(`${build.name}, round ${round}: this database's WAL by record kind and relation, per outcome (idle background included)`)
+        for (const part of yield* PgCounters.walBreakdown(admin, r1.lsn, r2.lsn)) {
+          if (part.bytes / outcomes < 1) continue
+          yield* Console.log(
+            `  ${(part.bytes / outcomes).toFixed(0).padStart(6)} B (images ${(part.fullPages / outcomes).toFixed(0).padStart(4)} B, ${
+              (part.records / outcomes).toFixed(2)
+            } records)  ${part.kind.padEnd(28)} ${part.relation}`
+          )
+        }
+      }
       return {
         commits: (run.commits - idleCommitsPerSecond * run.seconds) / outcomes,
         rollbacks: run.rollbacks / outcomes,
@@ -175,6 +210,7 @@ const main = Effect.gen(function*() {
         clusterWal: run.walBytes / outcomes,
         ownWal: (own(run, runRecords) - idleWalPerSecond * run.seconds) / outcomes,
         fullPages: runRecords === undefined || runRecords.ours === 0 ? Number.NaN : runRecords.oursFullPages / runRecords.ours,
+        ownWalWithoutImages: (own(run, runRecords, false) - idleWalWithoutImagesPerSecond * run.seconds) / outcomes,
         idleCommitsPerSecond,
         idleWalPerSecond,
         seconds: run.seconds
@@ -195,17 +231,24 @@ const main = Effect.gen(function*() {
     const commits = median(list.map((c) => c.commits))
     const own = median(list.map((c) => c.ownWal))
     const cluster = median(list.map((c) => c.clusterWal))
+    const withoutImages = median(list.map((c) => c.ownWalWithoutImages))
     const wal = Number.isNaN(own) ? cluster : own
     yield* Console.log(
       `  ${name}: ${commits.toFixed(2)} commits per outcome (goal ≤ 2: ${commits <= 2 ? "met" : "NOT met"}); WAL ${kib(wal)} per outcome${
-        Number.isNaN(own) ? " (cluster-wide: other databases' WAL included)" : ` (this database's records; cluster-wide ${kib(cluster)})`
+        Number.isNaN(own)
+          ? " (cluster-wide: other databases' WAL included)"
+          : ` (this database's records, ${kib(withoutImages)} without full-page images; cluster-wide ${kib(cluster)})`
       } (goal ≤ 2 KiB: ${wal <= 2048 ? "met" : "NOT met"})`
     )
   }
   if (builds.length === 2) {
     const [now, then] = builds.map((b) => costs.get(b.name)!)
     const ratio = (f: (c: Cost) => number) => (median(now!.map(f)) / median(then!.map(f))).toFixed(2)
-    yield* Console.log(`  product / baseline: commits ${ratio((c) => c.commits)}×, WAL ${ratio((c) => (Number.isNaN(c.ownWal) ? c.clusterWal : c.ownWal))}×`)
+    yield* Console.log(
+      `  product / baseline: commits ${ratio((c) => c.commits)}×, WAL ${ratio((c) => (Number.isNaN(c.ownWal) ? c.clusterWal : c.ownWal))}×, WAL without full-page images ${
+        ratio((c) => c.ownWalWithoutImages)
+      }×`
+    )
   }
 })
 

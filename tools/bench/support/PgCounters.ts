@@ -127,3 +127,53 @@ export const walRecords = (admin: PgClient.PgClient, from: string, to: string) =
         (SELECT coalesce(sum(fpi_length), 0) FROM ours) AS ours_fpi`.pipe(Effect.orDie)
     return { all: Number(row?.all ?? 0), ours: Number(row?.ours ?? 0), oursFullPages: Number(row?.ours_fpi ?? 0) } satisfies WalRecords
   })
+
+/**
+ * Asks PostgreSQL for a checkpoint, so the window that follows starts with every page clean: its first
+ * change of each page logs a full-page image, whichever build runs. Without it, whether a window crosses
+ * a timed checkpoint (and pays the images) is luck. False when not allowed (neither superuser nor
+ * pg_checkpoint).
+ */
+export const checkpoint = (admin: PgClient.PgClient) => Effect.isSuccess(admin`CHECKPOINT`)
+
+/** One line of `walBreakdown`: this database's WAL of one record kind on one relation. */
+export interface WalPart {
+  /** pg_walinspect's resource manager and record type, e.g. `Heap/INSERT`, `Btree/INSERT_LEAF`, `Transaction/COMMIT`. */
+  readonly kind: string
+  /** The relation of the record's first block (its name in this database), empty for records of no relation. */
+  readonly relation: string
+  readonly bytes: number
+  /** Full-page images within `bytes`. */
+  readonly fullPages: number
+  readonly records: number
+}
+
+/**
+ * Where this database's WAL of a window went: bytes by record kind and relation (the first block's),
+ * largest first, with the commit records of the transactions that wrote them. Call after `walRecords`
+ * (which waits until the window is flushed) and before the relations are dropped.
+ */
+export const walBreakdown = (admin: PgClient.PgClient, from: string, to: string) =>
+  Effect.gen(function*() {
+    if (position(to) <= position(from)) return [] as Array<WalPart>
+    const [database] = yield* admin<{ oid: string }>`SELECT oid::text AS oid FROM pg_database WHERE datname = current_database()`.pipe(Effect.orDie)
+    const pattern = `rel \\d+/${database?.oid ?? "0"}/(\\d+)`
+    const rows = yield* admin<{ kind: string; relation: string; bytes: string; fpi: string; records: string }>`
+      WITH r AS (
+        SELECT xid::text AS xid, resource_manager || '/' || record_type AS kind, record_length, fpi_length,
+          substring(coalesce(block_ref, '') FROM ${pattern}) AS node
+        FROM pg_get_wal_records_info(${from}::pg_lsn, ${to}::pg_lsn)
+      ), writers AS (SELECT DISTINCT xid FROM r WHERE xid <> '0' AND node IS NOT NULL),
+      ours AS (SELECT * FROM r WHERE node IS NOT NULL OR xid IN (SELECT xid FROM writers))
+      SELECT ours.kind, coalesce(c.relname, ours.node, '') AS relation, sum(ours.record_length)::text AS bytes,
+        sum(ours.fpi_length)::text AS fpi, count(*)::text AS records
+      FROM ours LEFT JOIN pg_class AS c ON ours.node IS NOT NULL AND pg_relation_filenode(c.oid)::text = ours.node
+      GROUP BY 1, 2 ORDER BY sum(ours.record_length) DESC`.pipe(Effect.orDie)
+    return rows.map((row): WalPart => ({
+      kind: row.kind,
+      relation: row.relation,
+      bytes: Number(row.bytes),
+      fullPages: Number(row.fpi),
+      records: Number(row.records)
+    }))
+  })

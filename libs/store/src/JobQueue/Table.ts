@@ -159,8 +159,11 @@ export interface FinishExtras {
  * than one statement, runs before it in one transaction.
  */
 export type JobResult = Data.TaggedEnum<{
-  /** Done: status becomes the table's completed status. */
-  Complete: FinishExtras & { readonly record?: Effect.Effect<void, SqlError> | undefined }
+  /**
+   * Done: status becomes the table's completed status. `stored`: the handler's own statement already
+   * did so under the job's lease (e.g. with its last write), so the runner writes nothing: one commit less.
+   */
+  Complete: FinishExtras & { readonly record?: Effect.Effect<void, SqlError> | undefined; readonly stored?: boolean | undefined }
   /** Failed for now: pending again, due after `delay`. */
   Retry: FinishExtras & {
     readonly delay: Duration.DurationInput

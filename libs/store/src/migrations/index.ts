@@ -20,6 +20,7 @@ import outcomeIntakeFunction from "./0014_outcome_intake_function.js"
 import outcomeHandoff from "./0015_outcome_handoff.js"
 import destinations from "./0016_destinations.js"
 import events from "./0017_events.js"
+import leanOutcomes from "./0018_lean_outcomes.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -39,5 +40,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0014_outcome_intake_function": outcomeIntakeFunction,
   "0015_outcome_handoff": outcomeHandoff,
   "0016_destinations": destinations,
-  "0017_events": events
+  "0017_events": events,
+  "0018_lean_outcomes": leanOutcomes
 }

@@ -35,6 +35,8 @@ export const makeResults = <A>(queue: JobQueue<A>) =>
     )
 
     const store = (job: Job<A>, result: JobResult): Effect.Effect<boolean> => {
+      // Finished by the handler's own statement, which held the lease.
+      if (result._tag === "Complete" && result.stored === true) return Effect.succeed(true)
       if (isBatchable(result)) {
         return Effect.async<boolean>((resume) => {
           waiting.push([{ id: job.id, result }, (held) => resume(Effect.succeed(held))])
