@@ -9,7 +9,7 @@ import * as Statement from "@effect/sql/Statement"
 import { Deliveries, EventFanout, Fanout, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
-import { JobHandoffs, Notifier } from "@crm-relay/store"
+import { JobHandoffs, JobQueue, Notifier } from "@crm-relay/store"
 import { Eventually, ListenProbe } from "@crm-relay/testing"
 import { Clock, Duration, Effect, Either, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
@@ -337,6 +337,13 @@ describe("outcomes and the CRM push", () => {
         expect(adopted).toEqual([[Deliveries.table.table, [claimed]]])
         expect(Either.isRight(Deliveries.table.decode(adopted[0]![1][0]))).toBe(true)
         expect(cancelled).toEqual([EventFanout.table.table])
+        // At least once: were this process killed, its lease ends and another runner claims the delivery, same id.
+        yield* sql`UPDATE deliveries SET lease_expires_at = now() - interval '1 second' WHERE id = ${row!["id"] as string}`
+        const other = yield* JobQueue.make(Deliveries.table)
+        const again = yield* other.claim(100, Duration.seconds(30))
+        yield* other.release(again.filter((j) => j.id !== row!["id"]).map((j) => j.id))
+        expect(again.filter((j) => j.id === row!["id"]).map((j) => j.attempt)).toEqual([2])
+        yield* other.release([row!["id"] as string])
 
         // The same call id again: nothing inserted, the room given back.
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ duplicate: true })
