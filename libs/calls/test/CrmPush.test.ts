@@ -9,15 +9,15 @@ import * as Statement from "@effect/sql/Statement"
 import { Deliveries, EventFanout, Fanout, Subscriptions } from "@crm-relay/events"
 import { Faults, ReferenceBridge } from "@crm-relay/reference-bridge"
 import { Schedules } from "@crm-relay/bridge"
-import { JobHandoffs, Notifier } from "@crm-relay/store"
+import { JobHandoffs, JobQueue, Notifier } from "@crm-relay/store"
 import { Eventually, ListenProbe } from "@crm-relay/testing"
-import { Clock, Duration, Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
+import { Clock, Duration, Effect, Either, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { randomUUID } from "node:crypto"
 import { Connections } from "../src/Connections.js"
 import { CrmPushJobs } from "../src/CrmPush/Jobs.js"
 import { CrmPushReceipts } from "../src/CrmPush/Receipts.js"
 import * as CrmPushWorker from "../src/CrmPush/Worker.js"
-import { Outcomes } from "../src/Outcomes/Outcomes.js"
+import { INLINE, Outcomes } from "../src/Outcomes/Outcomes.js"
 import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import { Routing } from "../src/Routing.js"
 import { settings, TENANT } from "./ConnectionsHarness.js"
@@ -269,63 +269,122 @@ describe("outcomes and the CRM push", () => {
         expect((yield* accept()).route).toBe("push")
       }))
 
-    it.effect("intake hand-off (#13, #35): with room in this process's fan-out runner, an accepted outcome's event is inserted leased to it as attempt 1 and handed over with the claim's columns, nothing notified; a duplicate gives the room back; without room it is queued unleased and notified", () =>
+    it.effect("intake hand-off (#13, #35): an outcome whose event goes to at most INLINE subscriptions is fanned out in its intake, its deliveries inserted leased to this process's delivery runner as attempt 1 and handed over with the claim's columns, nothing notified; a duplicate gives the room back; without room they are queued unleased and the delivery runners notified", () =>
       Effect.scoped(Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const notifier = yield* Notifier.Notifier
         const handoffs = yield* Effect.provide(JobHandoffs.JobHandoffs, JobHandoffs.JobHandoffs.Default)
         const until = new Date(Date.now() + 30_000)
-        const asked: Array<ReadonlyArray<string>> = []
-        const adopted: Array<ReadonlyArray<unknown>> = []
-        let cancelled = 0
+        const asked: Array<[string, ReadonlyArray<string>]> = []
+        const adopted: Array<[string, ReadonlyArray<unknown>]> = []
+        const cancelled: Array<string> = []
         let room = true
-        yield* handoffs.register(EventFanout.table.table, (keys) => {
-          asked.push(keys)
-          return room
-            ? Option.some({
-              owner: "runner-here",
-              until,
-              adopt: (rows) => Effect.sync(() => adopted.push(rows)),
-              cancel: Effect.sync(() => cancelled++)
-            })
-            : Option.none()
-        })
+        const runner = (table: string) =>
+          handoffs.register(table, (keys) => {
+            asked.push([table, keys])
+            return room
+              ? Option.some({
+                owner: `${table}-runner-here`,
+                until,
+                adopt: (rows) => Effect.sync(() => adopted.push([table, rows])),
+                cancel: Effect.sync(() => cancelled.push(table))
+              })
+              : Option.none()
+          })
+        yield* runner(EventFanout.table.table)
+        yield* runner(Deliveries.table.table)
         const outcomes = yield* Effect.provide(Outcomes, Outcomes.Default.pipe(Layer.provide(Layer.succeed(JobHandoffs.JobHandoffs, handoffs))))
         const accountId = yield* connectedAccount("live", false)
+        const [subscription] = yield* sql<{ target_url: string }>`SELECT target_url FROM subscriptions WHERE account_id = ${accountId}`
+        const origin = Deliveries.originOf(subscription!.target_url)
+        const listen = (channel: string) =>
+          Effect.gen(function*() {
+            const probe = ListenProbe.make()
+            const heard = yield* probe.tap(notifier.listen(channel)).pipe(
+              Stream.filter((payload) => payload !== "probe"),
+              Stream.runHead,
+              Effect.fork
+            )
+            yield* probe.hears(notifier.notify(channel, "probe"))
+            return heard
+          })
+
+        // The first outcome of the account here: its receiver origins are not known yet, so no room can be asked
+        // of the delivery runner; the event is finished in the intake all the same, its delivery queued unleased
+        // and the delivery runners notified at COMMIT.
+        const heardFirst = yield* listen(Fanout.DELIVERIES_CHANNEL)
+        const first = `call-${randomUUID()}`
+        expect(yield* outcomes.accept(first, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
+        expect(yield* sql`SELECT status, attempts, lease_owner FROM events WHERE call_id = ${first}`)
+          .toEqual([{ status: "done", attempts: 0, lease_owner: null }])
+        expect(yield* sql`SELECT attempts, lease_owner FROM deliveries WHERE call_id = ${first}`).toEqual([{ attempts: 0, lease_owner: null }])
+        expect(yield* Fiber.join(heardFirst)).toEqual(Option.some("lead"))
+        expect(asked).toEqual([[EventFanout.table.table, [""]]])
+        expect(cancelled).toEqual([EventFanout.table.table])
+
+        // From the next one on: room for the origin it learnt, the delivery leased to the runner here as attempt 1
+        // and handed over as a claim returns it (the deliveries table's select list).
         const callId = `call-${randomUUID()}`
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
-        expect(asked).toEqual([[""]])
-        // What a claim of the row returns (the events table's select list), and the lease it holds.
-        const [row] = yield* sql<Record<string, unknown>>`SELECT e.id, e.attempts, e.account_id, e.traceparent, e.lease_owner,
-            e.lease_expires_at FROM events AS e WHERE e.call_id = ${callId}`
-        expect(row).toMatchObject({ attempts: 1, lease_owner: "runner-here" })
+        expect(asked[1]).toEqual([Deliveries.table.table, [origin]])
+        const [row] = yield* sql<Record<string, unknown>>`SELECT id, attempts, ${sql.literal(Deliveries.table.select)},
+            traceparent, target_origin AS job_fair_key, lease_owner, lease_expires_at, event_id
+          FROM deliveries WHERE call_id = ${callId}`
+        expect(row).toMatchObject({ attempts: 1, lease_owner: `${Deliveries.table.table}-runner-here` })
         expect(new Date(row!["lease_expires_at"] as string).getTime()).toBe(until.getTime())
-        const { lease_expires_at: _end, lease_owner: _owner, ...claimed } = row!
-        expect(adopted).toEqual([[claimed]])
-        expect(Option.isSome(yield* Effect.option(EventFanout.table.decode(adopted[0]![0])))).toBe(true)
-        expect(cancelled).toBe(0)
-        // Nothing is delivered yet: the deliveries are the fan-out's.
-        expect(yield* deliveriesOf(callId)).toEqual([])
+        expect(yield* sql`SELECT status FROM events WHERE id = ${row!["event_id"] as string}`).toEqual([{ status: "done" }])
+        const { event_id: _event, lease_expires_at: _end, lease_owner: _owner, ...claimed } = row!
+        expect(adopted).toEqual([[Deliveries.table.table, [claimed]]])
+        expect(Either.isRight(Deliveries.table.decode(adopted[0]![1][0]))).toBe(true)
+        expect(cancelled).toEqual([EventFanout.table.table])
+        // At least once: were this process killed, its lease ends and another runner claims the delivery, same id.
+        yield* sql`UPDATE deliveries SET lease_expires_at = now() - interval '1 second' WHERE id = ${row!["id"] as string}`
+        const other = yield* JobQueue.make(Deliveries.table)
+        const again = yield* other.claim(100, Duration.seconds(30))
+        yield* other.release(again.filter((j) => j.id !== row!["id"]).map((j) => j.id))
+        expect(again.filter((j) => j.id === row!["id"]).map((j) => j.attempt)).toEqual([2])
+        yield* other.release([row!["id"] as string])
 
         // The same call id again: nothing inserted, the room given back.
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ duplicate: true })
-        expect(cancelled).toBe(1)
+        expect(cancelled).toEqual([EventFanout.table.table, Deliveries.table.table])
         expect(adopted).toHaveLength(1)
 
-        // No room: queued unleased (any runner's claim) and the fan-out runners notified at COMMIT.
+        // No room: queued unleased (any runner's claim) and the delivery runners notified at COMMIT.
         room = false
-        const probe = ListenProbe.make()
-        const heard = yield* probe.tap(notifier.listen(EventFanout.EVENTS_CHANNEL)).pipe(
-          Stream.filter((payload) => payload !== "probe"),
-          Stream.runHead,
-          Effect.fork
-        )
-        yield* probe.hears(notifier.notify(EventFanout.EVENTS_CHANNEL, "probe"))
+        const heard = yield* listen(Fanout.DELIVERIES_CHANNEL)
         const queued = `call-${randomUUID()}`
         yield* outcomes.accept(queued, outcomeFor(accountId))
-        expect(yield* sql`SELECT attempts, lease_owner FROM events WHERE call_id = ${queued}`).toEqual([{ attempts: 0, lease_owner: null }])
+        expect(yield* sql`SELECT attempts, lease_owner FROM deliveries WHERE call_id = ${queued}`).toEqual([{ attempts: 0, lease_owner: null }])
         expect(yield* Fiber.join(heard)).toEqual(Option.some("lead"))
         expect(adopted).toHaveLength(1)
+      })))
+
+    it.effect("intake hand-off (#35): an event for more than INLINE subscriptions is left to the fan-out runner (pending, no delivery written by the intake), leased to this process's fan-out runner when it has room", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const handoffs = yield* Effect.provide(JobHandoffs.JobHandoffs, JobHandoffs.JobHandoffs.Default)
+        const until = new Date(Date.now() + 30_000)
+        const adopted: Array<ReadonlyArray<unknown>> = []
+        yield* handoffs.register(EventFanout.table.table, () =>
+          Option.some({
+            owner: "fan-out-here",
+            until,
+            adopt: (rows) => Effect.sync(() => adopted.push(rows)),
+            cancel: Effect.void
+          }))
+        const outcomes = yield* Effect.provide(Outcomes, Outcomes.Default.pipe(Layer.provide(Layer.succeed(JobHandoffs.JobHandoffs, handoffs))))
+        const accountId = yield* connectedAccount("live", false)
+        for (let i = 0; i < INLINE; i++) yield* subscribe(accountId, "lead")
+        const callId = `call-${randomUUID()}`
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: INLINE + 1 })
+        expect(yield* deliveriesOf(callId)).toEqual([])
+        expect(yield* sql`SELECT status, attempts, lease_owner FROM events WHERE call_id = ${callId}`)
+          .toEqual([{ status: "pending", attempts: 1, lease_owner: "fan-out-here" }])
+        expect(adopted).toHaveLength(1)
+        yield* sql`UPDATE events SET lease_owner = NULL, lease_expires_at = NULL WHERE call_id = ${callId}`
+        yield* EventFanout.drain()
+        expect(yield* deliveriesOf(callId)).toHaveLength(INLINE + 1)
       })))
 
     it.effect("intake: the intake function (migration 0014) answers and writes what the former statement did: facts unchanged, facts changed in between (nothing written, the facts as they are answered), a call id accepted before, an unknown account, an outcome stored only", () =>

@@ -1,6 +1,7 @@
 /**
  * Issue 35: accepting an outcome writes the outcome and its event; the
- * deliveries are the fan-out's, in batches, on a real database (PGlite, or
+ * deliveries are the fan-out's, in batches (above INLINE subscriptions: at
+ * or below it the intake writes them itself, see CrmPush.test.ts), on a real database (PGlite, or
  * PostgreSQL with DATABASE_URL). The fan-out is held back deterministically:
  * no runner runs in these tests until they fan out themselves.
  */
@@ -11,7 +12,7 @@ import { JobQueue, Notifier } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
 import { Duration, Effect, Schema } from "effect"
 import { randomUUID } from "node:crypto"
-import { Outcomes } from "../src/Outcomes/Outcomes.js"
+import { INLINE, Outcomes } from "../src/Outcomes/Outcomes.js"
 import { connectedAccount, outcomeFor, PipelineLive, subscribe } from "./OutcomesHarness.js"
 
 /** The subscriptions of an account, oldest first. */
@@ -36,23 +37,26 @@ describe("outcome fan-out (#35)", () => {
         const outcomes = yield* Outcomes
         const subscriptions = yield* Subscriptions.Subscriptions
         const accountId = yield* connectedAccount("live", false)
-        yield* subscribe(accountId, "lead")
-        const [kept, removedLater] = yield* subscriptionsOf(accountId)
+        // More than the intake writes itself: the deliveries are the fan-out's.
+        for (let i = 0; i <= INLINE; i++) yield* subscribe(accountId, "lead")
+        const existing = yield* subscriptionsOf(accountId)
+        const kept = existing.slice(0, -1)
+        const removedLater = existing[existing.length - 1]
         const callId = `call-${randomUUID()}`
-        // Accepted: the outcome and its event only; the two subscriptions that exist now are who gets it.
-        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 2 })
+        // Accepted: the outcome and its event only; the subscriptions that exist now are who gets it.
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: INLINE + 2 })
         expect(yield* deliveriesOf(callId)).toEqual([])
         // Between intake and fan-out: one subscription created, one removed.
         yield* subscribe(accountId, "all")
         expect(yield* subscriptions.remove(Schema.decodeSync(Accounts.AccountId)(accountId), removedLater!)).toBe(true)
         yield* EventFanout.drain()
-        expect((yield* deliveriesOf(callId)).map((d) => d.subscription_id)).toEqual([kept])
+        expect((yield* deliveriesOf(callId)).map((d) => d.subscription_id)).toEqual(kept)
         // The next outcome goes to the subscriptions that exist when it is accepted.
         const next = `call-${randomUUID()}`
-        expect(yield* outcomes.accept(next, outcomeFor(accountId))).toMatchObject({ deliveries: 2 })
+        expect(yield* outcomes.accept(next, outcomeFor(accountId))).toMatchObject({ deliveries: INLINE + 2 })
         yield* EventFanout.drain()
-        const [, , created] = yield* subscriptionsOf(accountId)
-        expect((yield* deliveriesOf(next)).map((d) => d.subscription_id)).toEqual([kept, created])
+        const created = (yield* subscriptionsOf(accountId)).at(-1)!
+        expect((yield* deliveriesOf(next)).map((d) => d.subscription_id)).toEqual([...kept, created])
       }))
 
     it.effect("#35: \"at-least-once, one `webhook-id` per (event, subscription) across retries and crashes\": a fan-out in batches whose worker dies after its first batch is taken over from its cursor, and a batch done again adds no second id", () =>
@@ -61,11 +65,11 @@ describe("outcome fan-out (#35)", () => {
         const notifier = yield* Notifier.Notifier
         const outcomes = yield* Outcomes
         const accountId = yield* connectedAccount("live", false)
-        for (let i = 0; i < 6; i++) yield* subscribe(accountId, "lead")
+        for (let i = 0; i < INLINE + 6; i++) yield* subscribe(accountId, "lead")
         const all = yield* subscriptionsOf(accountId)
-        expect(all).toHaveLength(7)
+        expect(all).toHaveLength(INLINE + 7)
         const callId = `call-${randomUUID()}`
-        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ deliveries: 7 })
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ deliveries: INLINE + 7 })
         const [event] = yield* sql<{ id: string }>`SELECT id FROM events WHERE call_id = ${callId}`
 
         // A worker claims the event with a short lease, fans out one batch of 3, and dies (no result stored).
@@ -86,7 +90,7 @@ describe("outcome fan-out (#35)", () => {
         yield* Eventually.eventually(Effect.zipRight(EventFanout.drain(2), Effect.map(status, (rows) => rows[0]?.status === "done")))
         const delivered = yield* deliveriesOf(callId)
         expect(delivered.map((d) => d.subscription_id)).toEqual(all)
-        expect(new Set(delivered.map((d) => d.id)).size).toBe(7)
+        expect(new Set(delivered.map((d) => d.id)).size).toBe(INLINE + 7)
         // The first batch's ids are the ones its receivers get: not made again.
         expect(delivered.slice(0, 3).map((d) => d.id).sort()).toEqual([...first!.ids].sort())
         // The dead worker's lease is gone: what it would still write is refused.
@@ -103,9 +107,9 @@ describe("outcome fan-out (#35)", () => {
         const sql = yield* SqlClient.SqlClient
         const outcomes = yield* Outcomes
         const accountId = yield* connectedAccount("live", false)
-        yield* subscribe(accountId, "lead")
+        for (let i = 0; i < INLINE; i++) yield* subscribe(accountId, "lead")
         const callId = `call-${randomUUID()}`
-        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ deliveries: 2 })
+        expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ deliveries: INLINE + 1 })
         const [event] = yield* sql<{ id: string }>`SELECT id FROM events WHERE call_id = ${callId}`
         const state = sql<{ status: string; lease_owner: string | null }>`SELECT status, lease_owner FROM events WHERE id = ${event!.id}`.pipe(
           Effect.map((rows) => rows[0]),
@@ -117,20 +121,20 @@ describe("outcome fan-out (#35)", () => {
         const claimed = yield* worker.claim(100, Duration.seconds(30))
         yield* worker.release(claimed.filter((j) => j.id !== event!.id).map((j) => j.id))
         const [first] = yield* sql<{ ids: ReadonlyArray<string>; more: boolean; finished: boolean }>`SELECT ids, more, finished
-          FROM event_fan_out_2(${event!.id}, ${worker.owner}, 1, NULL)`
+          FROM event_fan_out_2(${event!.id}, ${worker.owner}, ${INLINE}, NULL)`
         expect(first).toMatchObject({ more: true, finished: false })
         expect(yield* state).toEqual({ status: "pending", lease_owner: worker.owner })
 
-        // The handler's last batch (the second subscription) finishes the event under the lease.
-        const handle = yield* EventFanout.makeHandler(worker.owner, 1)
+        // The handler's last batch (the last subscription) finishes the event under the lease.
+        const handle = yield* EventFanout.makeHandler(worker.owner, INLINE)
         const result = yield* handle(claimed.find((j) => j.id === event!.id)!)
         expect(result).toMatchObject({ _tag: "Complete", stored: true })
         expect(yield* state).toEqual({ status: "done", lease_owner: null })
-        expect(yield* deliveriesOf(callId)).toHaveLength(2)
+        expect(yield* deliveriesOf(callId)).toHaveLength(INLINE + 1)
         // Done: a late batch of the same owner is refused, and adds nothing.
         const [late] = yield* sql<{ held: boolean; finished: boolean }>`SELECT held, finished FROM event_fan_out_2(${event!.id}, ${worker.owner}, 1, NULL)`
         expect(late).toMatchObject({ held: false, finished: false })
-        expect(yield* deliveriesOf(callId)).toHaveLength(2)
+        expect(yield* deliveriesOf(callId)).toHaveLength(INLINE + 1)
       }))
   })
 })

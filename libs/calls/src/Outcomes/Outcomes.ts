@@ -12,7 +12,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { EventFanout, Fanout } from "@crm-relay/events"
+import { Deliveries, EventFanout, Fanout } from "@crm-relay/events"
 import { JobHandoffs, Notifier } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as TraceContext from "@crm-relay/store/TraceContext"
@@ -92,6 +92,15 @@ const decodeFacts = (value: unknown) =>
     ? Effect.succeed(Option.none<Known>())
     : Effect.map(decodeFactsValue(value), (facts) => Option.some<Known>({ facts, json: JSON.stringify(value) }))
 
+/**
+ * At most this many deliveries are written by the intake itself (migration 0019): an outcome whose event goes
+ * to this many subscriptions or fewer (the common account has one) is fanned out in its own statement and its
+ * deliveries handed to this process's delivery runner, skipping the fan-out runner, a notification and a claim.
+ * A constant, so one intake's cost stays bounded whatever the account's size; above it the fan-out runner
+ * writes them in batches.
+ */
+export const INLINE = 8
+
 /** Facts found changed this many times in a row for one outcome: something is wrong, not merely busy. */
 const MAX_DECISIONS = 5
 
@@ -164,36 +173,71 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       known.set(key, facts.value)
     }
 
+    // The receiver origins of each account's (tenant, event kind) last inline fan-out: the room asked of the
+    // delivery runner for the next one (its share per origin is checked before the rows exist). Unknown (the
+    // first outcome, or the last one went through the fan-out runner): room is asked of the fan-out runner.
+    const origins = new Map<string, ReadonlyArray<string>>()
+    const rememberOrigins = (key: string, value: ReadonlyArray<string> | null) => {
+      origins.delete(key)
+      if (value === null) return
+      if (origins.size >= MAX_KNOWN) origins.delete(origins.keys().next().value!)
+      origins.set(key, value)
+    }
+
     // An outcome stored only or announced at once is one statement: the outcome row and its event (the payload
-    // once, and who gets it: the subscriptions matching now), and the fan-out runners' wake-up (pg_notify,
-    // sent when the statement commits), all or nothing; the deliveries are the fan-out worker's (EventFanout),
-    // so the statement costs the same however many subscriptions there are. It also reads the facts the route
+    // once, and who gets it: the subscriptions matching now), all or nothing. It also reads the facts the route
     // was decided on, and writes nothing unless they are still `decidedOn` (the same snapshot: a connection
     // made since gets the push): then it answers the facts as they are (`same` false). Nothing is written
     // either when the call id was already accepted (`inserted` false).
-    // When this process's fan-out runner has room, the event is inserted leased to it and handed over as a
-    // claim would return it: no notification, no claim, the fan-out starts as the statement returns.
-    // Migration 0017's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
+    // An event for at most INLINE subscriptions is finished in the statement with its deliveries, leased to this
+    // process's delivery runner when it set aside room for them all (handed over as a claim returns them: no
+    // notification, no claim), else queued and the delivery runners woken. A larger one is the fan-out
+    // worker's (EventFanout), leased to this process's fan-out runner when it has room, else notified: the
+    // statement's cost stays bounded however many subscriptions there are.
+    // Migration 0019's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
       kind: "lead" | "booking",
+      key: string,
       decidedOn: Known,
       event: Fanout.EventRow | undefined
     ) =>
       Effect.suspend(() => {
-        const handoff = event === undefined
-          ? Option.none()
-          : Option.flatMap(handoffs, (h) => h.reserve(EventFanout.table.table, [""]))
-        const lease = Option.getOrUndefined(handoff)
-        return sql<{ same: boolean | null; inserted: boolean; facts: unknown; deliveries: number | null; handed: unknown }>`
-          SELECT same, inserted, facts, deliveries, handed FROM call_outcome_intake_2(${row.callId}, ${row.accountId},
-            ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route}, ${row.reason}, ${kind},
-            ${decidedOn.json}::jsonb, ${event === undefined ? null : JSON.stringify(event)}::jsonb,
-            ${notifier.channel(EventFanout.EVENTS_CHANNEL)}, ${lease?.owner ?? null}, ${lease?.until ?? null})`.pipe(
+        const known = origins.get(key)
+        const lease = event === undefined || known === undefined
+          ? undefined
+          : Option.getOrUndefined(Option.flatMap(handoffs, (h) => h.reserve(Deliveries.table.table, known)))
+        const eventLease = event === undefined || known !== undefined
+          ? undefined
+          : Option.getOrUndefined(Option.flatMap(handoffs, (h) => h.reserve(EventFanout.table.table, [""])))
+        return sql<{
+          same: boolean | null
+          inserted: boolean
+          facts: unknown
+          deliveries: number | null
+          event_handed: unknown
+          handed: unknown
+          origins: ReadonlyArray<string> | null
+        }>`
+          SELECT same, inserted, facts, deliveries, event_handed, handed, origins FROM call_outcome_intake_3(${row.callId},
+            ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route},
+            ${row.reason}, ${kind}, ${decidedOn.json}::jsonb, ${event === undefined ? null : JSON.stringify(event)}::jsonb,
+            ${INLINE}, ${notifier.channel(EventFanout.EVENTS_CHANNEL)}, ${eventLease?.owner ?? null},
+            ${eventLease?.until ?? null}, ${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${lease?.owner ?? null},
+            ${lease?.until ?? null}, ${known?.length ?? 0})`.pipe(
+          Effect.tap((rows) => {
+            const result = rows[0]
+            if (result?.inserted === true && result.deliveries !== null) rememberOrigins(key, result.origins)
+          }),
           Effect.onExit((exit) => {
-            if (lease === undefined) return Effect.void
-            const handed = Exit.isSuccess(exit) ? exit.value[0]?.handed : undefined
-            return Array.isArray(handed) ? lease.adopt(handed) : lease.cancel
+            const result = Exit.isSuccess(exit) ? exit.value[0] : undefined
+            const settle = (reservation: typeof lease, handed: unknown) =>
+              reservation === undefined
+                ? Effect.void
+                : Array.isArray(handed)
+                ? reservation.adopt(handed)
+                : reservation.cancel
+            return Effect.zipRight(settle(eventLease, result?.event_handed), settle(lease, result?.handed))
           }),
           Effect.orDie
         )
@@ -289,7 +333,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
         const eventRow = announced
           ? Fanout.eventRow(event, randomUUID(), new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
           : undefined
-        const [result] = yield* insertAnnounced(row, kind, facts.value, eventRow)
+        const [result] = yield* insertAnnounced(row, kind, key, facts.value, eventRow)
         if (result?.same !== true) {
           // The facts changed since they were read: decide again on the ones the statement saw.
           cached = false

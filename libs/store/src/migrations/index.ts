@@ -21,6 +21,7 @@ import outcomeHandoff from "./0015_outcome_handoff.js"
 import destinations from "./0016_destinations.js"
 import events from "./0017_events.js"
 import leanOutcomes from "./0018_lean_outcomes.js"
+import inlineFanOut from "./0019_inline_fan_out.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -41,5 +42,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0015_outcome_handoff": outcomeHandoff,
   "0016_destinations": destinations,
   "0017_events": events,
-  "0018_lean_outcomes": leanOutcomes
+  "0018_lean_outcomes": leanOutcomes,
+  "0019_inline_fan_out": inlineFanOut
 }
