@@ -9,7 +9,7 @@
  * is away shows why it was not delivered; disable, enable and remove work. Each state is scanned with axe-core and photographed.
  */
 import { expect, layer } from "@effect/vitest"
-import { NatsServer, RabbitMqServer } from "@crm-relay/testing"
+import { Eventually, NatsServer, RabbitMqServer } from "@crm-relay/testing"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import * as amqp from "amqplib"
@@ -44,28 +44,30 @@ const exchangeWithQueue = (rabbit: RabbitMqServer.RabbitMqServer, name: string, 
 
 /** The next message in `queue`, waiting for it (the broker confirmed it before the page said so, but it is read on a condition anyway). */
 const takeOne = (rabbit: RabbitMqServer.RabbitMqServer, queue: string) =>
-  promise(async () => {
-    const connection = await amqp.connect({ hostname: "127.0.0.1", port: rabbit.port, username: rabbit.user, password: rabbit.password })
-    try {
-      const channel = await connection.createChannel()
-      const deadline = Date.now() + WAIT.timeout
-      for (;;) {
-        const got = await channel.get(queue, { noAck: true })
-        if (got !== false) {
-          return {
-            messageId: String(got.properties.messageId),
-            webhookId: String(got.properties.headers?.["webhook-id"] ?? ""),
-            signature: String(got.properties.headers?.["webhook-signature"] ?? ""),
-            body: got.content.toString("utf8")
-          }
+  Effect.acquireUseRelease(
+    promise(() => amqp.connect({ hostname: "127.0.0.1", port: rabbit.port, username: rabbit.user, password: rabbit.password })),
+    (connection) =>
+      Effect.gen(function*() {
+        const channel = yield* promise(() => connection.createChannel())
+        const taken: { message?: amqp.GetMessage } = {}
+        yield* Eventually.eventually(
+          promise(async () => {
+            const got = await channel.get(queue, { noAck: true })
+            if (got !== false) taken.message = got
+            return got !== false
+          }),
+          WAIT.timeout
+        )
+        const message = taken.message!
+        return {
+          messageId: String(message.properties.messageId),
+          webhookId: String(message.properties.headers?.["webhook-id"] ?? ""),
+          signature: String(message.properties.headers?.["webhook-signature"] ?? ""),
+          body: message.content.toString("utf8")
         }
-        if (Date.now() > deadline) throw new Error(`no message arrived in ${queue}`)
-        await new Promise((resolve) => setTimeout(resolve, 100))
-      }
-    } finally {
-      await connection.close()
-    }
-  })
+      }),
+    (connection) => promise(() => connection.close())
+  )
 
 /** The account's deliveries, latest first, as the operator lists them (the tests post no lead: each is a test event). */
 const deliveries = (accountId: string) =>
