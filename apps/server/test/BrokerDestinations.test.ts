@@ -10,18 +10,16 @@
 import { expect, layer } from "@effect/vitest"
 import type { DestinationView } from "@crm-relay/contract/Destinations"
 import type { DeliveryDetail, DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
-import { TestDatabase } from "@crm-relay/store"
 import { NatsServer, RabbitMqServer } from "@crm-relay/testing"
 import { jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
 import * as amqp from "amqplib"
-import { Context, Duration, Effect, Layer, Logger, LogLevel } from "effect"
+import { Context, Duration, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Server from "../src/http/Server.js"
-import * as MasterKey from "../src/config/MasterKey.js"
 import { bridgeSide } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls } from "./support/Pipeline.js"
-import { accountWithKey, adminRequest, type Answer, layerServer, leadOutcome } from "./support/TestServer.js"
+import { accountWithKey, adminOf, harnessOver, layerServer, leadOutcome } from "./support/TestServer.js"
 
 class Harness extends Context.Tag("test/BrokerDestinationsHarness")<Harness, {
   readonly admin: string
@@ -38,14 +36,9 @@ const harness = Layer.scoped(
     const server = yield* Layer.build(layerServer({ role: "all", bridge: bridgeSide([tls.ca]) })).pipe(Effect.orDie)
     return { admin: Context.get(server, Server.Listening).internalApi.url, rabbit, nats }
   })
-).pipe(
-  Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
-  Layer.provideMerge(TestDatabase.layer),
-  Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
-)
+).pipe(harnessOver)
 
-const admin = (method: string, path: string, body?: unknown): Effect.Effect<Answer, never, Harness> =>
-  Effect.flatMap(Harness, (h) => adminRequest(h.admin, method, path, body))
+const admin = adminOf(Harness)
 
 /** A durable fanout exchange with one durable queue bound, both named `name`, on a fresh channel of the test's own. */
 const exchangeWithQueue = (name: string) =>

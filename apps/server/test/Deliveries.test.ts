@@ -22,7 +22,7 @@ import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver, type Receiver } from "./support/Pipeline.js"
 import { tempDir } from "./support/TempDir.js"
-import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, jsonWith, layerServer, leadOutcome, request } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, adminOf, bearer, jsonWith, layerServer, leadOutcome, request } from "./support/TestServer.js"
 
 type Json = Record<string, unknown>
 
@@ -45,8 +45,7 @@ const harness = (role: "all" | "api") =>
     })
   )
 
-const admin = (method: string, path: string, body?: unknown): Effect.Effect<Answer, never, Harness> =>
-  Effect.flatMap(Harness, (h) => adminRequest(h.admin, method, path, body))
+const admin = adminOf(Harness)
 
 /** An account (no bridge connection) with an integration key and one subscription to the receiver. */
 const subscribedAccount = (hookPath: string) =>

@@ -10,16 +10,14 @@ import { FetchHttpClient } from "@effect/platform"
 import { expect, layer } from "@effect/vitest"
 import type { DestinationView } from "@crm-relay/contract/Destinations"
 import type { DeliveryPage } from "@crm-relay/contract/InternalApi/DeliveriesApi"
-import { TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
 import { DestinationOperations, layerRemote } from "../src/cli/DestinationOperations.js"
 import * as Server from "../src/http/Server.js"
-import * as MasterKey from "../src/config/MasterKey.js"
 import { BROKER_HOST, bridgeSide, PRIVATE_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls, receiver } from "./support/Pipeline.js"
-import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, layerServer, leadOutcome, request } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, adminOf, bearer, harnessOver, layerServer, leadOutcome, request } from "./support/TestServer.js"
 
 class Harness extends Context.Tag("test/DestinationsHarness")<Harness, {
   readonly admin: string
@@ -36,14 +34,9 @@ const harness = Layer.scoped(
     const listening = Context.get(server, Server.Listening)
     return { admin: listening.internalApi.url, public: Option.getOrThrow(listening.publicApi).url, hooks }
   })
-).pipe(
-  Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
-  Layer.provideMerge(TestDatabase.layer),
-  Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
-)
+).pipe(harnessOver)
 
-const admin = (method: string, path: string, body?: unknown): Effect.Effect<Answer, never, Harness> =>
-  Effect.flatMap(Harness, (h) => adminRequest(h.admin, method, path, body))
+const admin = adminOf(Harness)
 
 layer(harness, { excludeTestServices: true })("destinations on the internal API", (it) => {
   it.effect("Bad input: an unknown kind, a URL of the wrong scheme, a configuration without its url → 400 with one sentence, nothing stored", () =>

@@ -8,9 +8,8 @@
 import { FetchHttpClient } from "@effect/platform"
 import { expect, layer } from "@effect/vitest"
 import type * as Api from "@crm-relay/contract/InternalApi/SubscriptionLifecycleApi"
-import { TestDatabase } from "@crm-relay/store"
 import type { Certificate } from "@crm-relay/testing"
-import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted, type Scope } from "effect"
+import { Context, Effect, Layer, Option, Redacted, type Scope } from "effect"
 import { randomUUID } from "node:crypto"
 import type * as Http from "node:http"
 import * as Https from "node:https"
@@ -20,11 +19,10 @@ import type { SubscriptionPage } from "@crm-relay/contract/InternalApi/ListingsA
 import { Deliveries } from "@crm-relay/events"
 import { DeliveryOperations, layerRemote as deliveryOperations } from "../src/cli/DeliveryOperations.js"
 import { layerRemote, SubscriptionOperations } from "../src/cli/SubscriptionOperations.js"
-import * as MasterKey from "../src/config/MasterKey.js"
 import * as Server from "../src/http/Server.js"
 import { bridgeSide, RECEIVER_HOST } from "./support/LoopbackEgress.js"
 import { eventually, loopbackTls } from "./support/Pipeline.js"
-import { accountWithKey, ADMIN_TOKEN, adminRequest, type Answer, bearer, jsonWith, layerServer, request } from "./support/TestServer.js"
+import { accountWithKey, ADMIN_TOKEN, adminOf, bearer, harnessOver, jsonWith, layerServer, request } from "./support/TestServer.js"
 
 /** A receiver answering 410 on paths under /gone/, 503 on paths marked dead, 200 otherwise. */
 interface Receiver {
@@ -78,14 +76,9 @@ const harness = Layer.scoped(
     const listening = Context.get(server, Server.Listening)
     return { admin: listening.internalApi.url, public: Option.getOrThrow(listening.publicApi).url, receiver: hooks }
   })
-).pipe(
-  Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
-  Layer.provideMerge(TestDatabase.layer),
-  Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
-)
+).pipe(harnessOver)
 
-const admin = (method: string, path: string, body?: unknown): Effect.Effect<Answer, never, Harness> =>
-  Effect.flatMap(Harness, (h) => adminRequest(h.admin, method, path, body))
+const admin = adminOf(Harness)
 
 /** An account with a key and one subscription (through the Event API) to `hookPath`. */
 const subscribed = (hookPath: string) =>

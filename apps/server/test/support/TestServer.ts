@@ -6,8 +6,9 @@
 import { expect } from "@effect/vitest"
 import { Accounts, IntegrationKeys } from "@crm-relay/events"
 import { Database, TestDatabase } from "@crm-relay/store"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import parsePrometheusTextFormat from "parse-prometheus-text-format"
+import * as MasterKey from "../../src/config/MasterKey.js"
 import * as Server from "../../src/http/Server.js"
 
 /** The admin token of test servers. */
@@ -47,6 +48,17 @@ export const replica = <A, E, R>(server: Layer.Layer<A, E, R>) =>
     db.kind === "postgres"
       ? server.pipe(Layer.provide(Database.layerPostgres({ url: Option.getOrThrow(db.url), poolSize: 4 })))
       : server)
+
+/**
+ * A test file's harness (the servers, receivers and brokers it builds itself) over what its servers
+ * need: the process-local master key, a fresh test database, and no logs.
+ */
+export const harnessOver = <A, E, R>(harness: Layer.Layer<A, E, R>) =>
+  harness.pipe(
+    Layer.provideMerge(Server.servicesWith(MasterKey.processLocal)),
+    Layer.provideMerge(TestDatabase.layer),
+    Layer.provideMerge(Logger.minimumLogLevel(LogLevel.None))
+  )
 
 /** A server over a fresh test database. */
 export const TestServerLive = layerServer().pipe(Layer.provideMerge(TestDatabase.layer))
@@ -95,6 +107,11 @@ export const request = (
     }
     return { status: response.status, headers: response.headers, text, json }
   })
+
+/** Internal API requests to the server of a harness that holds the server's base URL as `admin`. */
+export const adminOf = <I, S extends { readonly admin: string }>(harness: Context.Tag<I, S>) =>
+(method: string, path: string, body?: unknown): Effect.Effect<Answer, never, I> =>
+  Effect.flatMap(harness, (h) => adminRequest(h.admin, method, path, body))
 
 /** Headers of an internal API request: the test admin token, and a JSON body. */
 export const adminHeaders = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }
