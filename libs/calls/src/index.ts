@@ -2,7 +2,7 @@
  * @crm-relay/calls — the call pipeline: bridge connections with encrypted
  * credentials, in-call operations, call outcomes, and the post-call CRM push.
  */
-export * as Announcement from "./Outcomes/Announcement.js"
+export { Announcement } from "@crm-relay/events"
 export * as CallOutcome from "@crm-relay/contract/CallOutcome"
 export * as Connections from "./Connections.js"
 export * as CrmPushJobs from "./CrmPush/Jobs.js"

@@ -315,9 +315,11 @@ describe("outcomes and the CRM push", () => {
         const heardFirst = yield* listen(Fanout.DELIVERIES_CHANNEL)
         const first = `call-${randomUUID()}`
         expect(yield* outcomes.accept(first, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
-        expect(yield* sql`SELECT status, attempts, lease_owner FROM events WHERE call_id = ${first}`)
-          .toEqual([{ status: "done", attempts: 0, lease_owner: null }])
-        expect(yield* sql`SELECT attempts, lease_owner FROM deliveries WHERE call_id = ${first}`).toEqual([{ attempts: 0, lease_owner: null }])
+        // Issue 35, "payloads stored once per event": the event is not stored apart from the outcome (migration
+        // 0020); its delivery renders its body from the outcome.
+        expect(yield* sql`SELECT status FROM events WHERE call_id = ${first}`).toEqual([])
+        expect(yield* sql`SELECT attempts, lease_owner, outcome_event, event_id, payload FROM deliveries WHERE call_id = ${first}`)
+          .toEqual([{ attempts: 0, lease_owner: null, outcome_event: true, event_id: null, payload: null }])
         expect(yield* Fiber.join(heardFirst)).toEqual(Option.some("lead"))
         expect(asked).toEqual([[EventFanout.table.table, [""]]])
         expect(cancelled).toEqual([EventFanout.table.table])
@@ -332,9 +334,12 @@ describe("outcomes and the CRM push", () => {
           FROM deliveries WHERE call_id = ${callId}`
         expect(row).toMatchObject({ attempts: 1, lease_owner: `${Deliveries.table.table}-runner-here` })
         expect(new Date(row!["lease_expires_at"] as string).getTime()).toBe(until.getTime())
-        expect(yield* sql`SELECT status FROM events WHERE id = ${row!["event_id"] as string}`).toEqual([{ status: "done" }])
+        expect(row!["event_id"]).toBe(null)
         const { event_id: _event, lease_expires_at: _end, lease_owner: _owner, ...claimed } = row!
-        expect(adopted).toEqual([[Deliveries.table.table, [claimed]]])
+        // Handed with its body rendered by the intake: the very bytes a claim renders from the stored outcome.
+        const rendered = Either.getOrThrow(Deliveries.sentBody(row!["id"] as string, claimed))
+        expect(JSON.parse(rendered!)).toMatchObject({ id: row!["id"], event: "lead", call_id: callId })
+        expect(adopted).toEqual([[Deliveries.table.table, [{ ...claimed, body: rendered, outcome: null }]]])
         expect(Either.isRight(Deliveries.table.decode(adopted[0]![1][0]))).toBe(true)
         expect(cancelled).toEqual([EventFanout.table.table])
         // At least once: were this process killed, its lease ends and another runner claims the delivery, same id.

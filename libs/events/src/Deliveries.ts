@@ -17,7 +17,8 @@ import type * as Statement from "@effect/sql/Statement"
 import { JobQueue } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, type ParseResult, Schema } from "effect"
+import * as Announcement from "./Announcement.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
 import { AttemptResult, DeliveryStatus } from "@crm-relay/contract/Deliveries"
@@ -31,8 +32,10 @@ export { AttemptResult, DeliveryStatus }
 export const DeliveryJob = Schema.Struct({
   account_id: Schema.String,
   target_url: Schema.String,
-  /** The stored payload as JSON text: exactly the bytes sent and signed. */
-  body: Schema.String,
+  /** The stored payload as JSON text: exactly the bytes sent and signed; null for an outcome's own event (`outcome`). */
+  body: Schema.NullOr(Schema.String),
+  /** For a delivery of the event its call's outcome announced at intake (store migration 0020): what renders its body. */
+  outcome: Schema.NullOr(Schema.Struct({ call_id: Schema.String, created_at: Schema.Date, body: Schema.Unknown })),
   /** True when the subscription was removed since the fan-out (null: none recorded). */
   subscription_removed: Schema.NullOr(Schema.Boolean),
   subscription_id: Schema.NullOr(Schema.String),
@@ -51,9 +54,40 @@ export type DeliveryJob = typeof DeliveryJob.Type
 export const bodySql = `COALESCE(deliveries.payload::text,
       (SELECT (e.payload || jsonb_build_object('id', deliveries.id))::text FROM events AS e WHERE e.id = deliveries.event_id))`
 
-/** Whether retention dropped the payload a delivery sends (see `bodySql`), over a row of `deliveries`. */
-export const payloadDroppedSql = `(deliveries.payload IS NULL AND (deliveries.event_id IS NULL OR
+/**
+ * What renders the body of a delivery of the event its call's outcome announced at intake (store migration
+ * 0020, `Announcement.renderBody`), over a row of `deliveries`: the call id, the delivery's `created_at` and the
+ * outcome's body; NULL for any other delivery (its body is `bodySql`).
+ */
+export const outcomeSql = `(SELECT jsonb_build_object('call_id', o.call_id, 'created_at', deliveries.created_at, 'body', o.body)
+      FROM call_outcomes AS o WHERE deliveries.outcome_event AND o.call_id = deliveries.call_id)`
+
+/**
+ * Whether retention dropped the payload a delivery sends (see `bodySql`), over a row of `deliveries`. An
+ * outcome's own event is never dropped: it is rendered from the outcome, which retention keeps.
+ */
+export const payloadDroppedSql = `(deliveries.payload IS NULL AND NOT deliveries.outcome_event AND (deliveries.event_id IS NULL OR
       (SELECT e.payload IS NULL FROM events AS e WHERE e.id = deliveries.event_id) IS NOT FALSE))`
+
+const BodySource = Schema.Struct({ body: DeliveryJob.fields.body, outcome: DeliveryJob.fields.outcome })
+const decodeSource = Schema.decodeUnknownEither(BodySource)
+
+/**
+ * The JSON text delivery `id` sends (exactly the bytes signed), from its claimed `body` and `outcome`: its
+ * stored body, or its outcome's event rendered; null when retention dropped the payload. Left when the stored
+ * outcome does not decode.
+ */
+export const bodyOf = (
+  id: string,
+  source: typeof BodySource.Type
+): Either.Either<string | null, ParseResult.ParseError> =>
+  source.body !== null || source.outcome === null
+    ? Either.right(source.body)
+    : Announcement.renderBody(source.outcome.call_id, source.outcome.body, id, source.outcome.created_at)
+
+/** `bodyOf` over a row as read from the database (`bodySql` AS body, `outcomeSql` AS outcome). */
+export const sentBody = (id: string, row: unknown): Either.Either<string | null, ParseResult.ParseError> =>
+  Either.flatMap(decodeSource(row), (source) => bodyOf(id, source))
 
 /** The deliveries table as a job queue (woken on Fanout's channel). */
 export const table = JobQueue.table({
@@ -65,12 +99,13 @@ export const table = JobQueue.table({
   // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
   fairness: { key: "target_origin", group: "account_id" },
   log: "delivery_attempts",
-  // Migration 0016 (0011's, with destination_id; its body read as `bodySql` since 0017): the fair claim with
-  // the select list below, planned once per session. A change of the select list needs a new version of the function (the Deliveries test compares the two claims).
-  claimFunction: "deliveries_claim_fairly_2",
+  // Migration 0020 (0016's with `outcome`; 0011's with destination_id; its body read as `bodySql` since 0017):
+  // the fair claim with the select list below, planned once per session. A change of the select list needs a
+  // new version of the function (the Deliveries test compares the two claims).
+  claimFunction: "deliveries_claim_fairly_3",
   // Migration 0013: the worker's results (delivered_at, end_reason and the attempt rows), planned once per session.
   finishFunction: { name: "deliveries_finish", columns: ["delivered_at", "end_reason"] },
-  select: `account_id, target_url, ${bodySql} AS body,
+  select: `account_id, target_url, ${bodySql} AS body, ${outcomeSql} AS outcome,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state,
     (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id`
@@ -314,10 +349,10 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
       /** The JSON text a delivery sends (exactly the bytes signed), if it exists. */
       payload: Effect.fn("Deliveries.payload")(function*(id: string) {
         if (!isUuid(id)) return Option.none<string>()
-        const rows = yield* sql<{ body: string | null }>`SELECT ${sql.literal(bodySql)} AS body FROM deliveries WHERE id = ${id}`.pipe(
-          Effect.orDie
-        )
-        return Option.flatMap(Option.fromNullable(rows[0]), (row) => Option.fromNullable(row.body))
+        const rows = yield* sql`SELECT ${sql.literal(bodySql)} AS body, ${sql.literal(outcomeSql)} AS outcome
+          FROM deliveries WHERE id = ${id}`.pipe(Effect.orDie)
+        if (rows[0] === undefined) return Option.none<string>()
+        return Option.fromNullable(Either.getOrNull(sentBody(id, rows[0])))
       }),
 
       /** One delivery with every attempt (oldest first). */

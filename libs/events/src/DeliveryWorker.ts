@@ -28,7 +28,7 @@ import { JobQueue, type Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import type { Vault } from "@crm-relay/store/Vault"
 import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Option, type Redacted } from "effect"
-import { type AttemptRecord, type AttemptResult, attemptRow, type DeliveryJob, table } from "./Deliveries.js"
+import { type AttemptRecord, type AttemptResult, attemptRow, bodyOf, type DeliveryJob, table } from "./Deliveries.js"
 import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
 import { Destinations } from "./Destinations.js"
@@ -182,6 +182,14 @@ export const makeHandler = (
     if (job.data.subscription_removed === true) {
       return unsent(failed("subscription_removed", "The subscription was removed; nothing was sent.", NEVER_RETRY))
     }
+    const rendered = bodyOf(job.id, job.data)
+    if (Either.isLeft(rendered)) {
+      return unsent(failed("encoding", "The call outcome this event is built from does not decode; nothing was sent.", NEVER_RETRY))
+    }
+    const body = rendered.right
+    if (body === null) {
+      return unsent(failed("encoding", "The delivery's payload is no longer stored (retention dropped it); nothing was sent.", NEVER_RETRY))
+    }
     return Effect.flatMap(Effect.either(secrets.signing(job.data.account_id)), (set) => {
       const key = Either.flatMap(set, (s) => keyOf(s.current))
       if (Either.isLeft(key)) {
@@ -198,9 +206,9 @@ export const makeHandler = (
             : undefined,
           id: job.id,
           timestamp: Math.floor(startedAt / 1000),
-          body: job.data.body
+          body
         }),
-        body: job.data.body,
+        body,
         target
       })).pipe(
         // The destination cannot be loaded (its kind is not served by this process, its credentials do not open): not sent.

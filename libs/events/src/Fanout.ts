@@ -78,6 +78,9 @@ export const payload = (input: EventInput, id: string, createdAt: Date): Events.
 
 const encode = (event: Events.DeliveredEvent): unknown => (event.event === "lead" ? encodeLead(event) : encodeBooking(event))
 
+/** The JSON text a delivery of `input` sends under delivery id `id` (exactly the bytes signed), created at `createdAt`. */
+export const body = (input: EventInput, id: string, createdAt: Date): string => JSON.stringify(encode(payload(input, id, createdAt)))
+
 /**
  * The `events` row of `input` with id `id`, created at `createdAt`, continuing `traceparent` (its
  * payload as encoded JSON without the `id`, which each delivery's own id fills in when it is sent).

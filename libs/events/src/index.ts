@@ -4,6 +4,7 @@
  * implementation of the contract's `EventApi`.
  */
 export * as Accounts from "./Accounts.js"
+export * as Announcement from "./Announcement.js"
 export * as Deliveries from "./Deliveries.js"
 export * as DeliverySchedule from "./DeliverySchedule.js"
 export * as DeliveryWorker from "./DeliveryWorker.js"

@@ -16,6 +16,7 @@ import { IdempotencyKeys } from "@crm-relay/bridge"
 import { Operations, Resources } from "@crm-relay/contract"
 import { Effect, Either, Option, Schema } from "effect"
 import type { Booking, CallOutcome } from "@crm-relay/contract/CallOutcome"
+import type { Announcement } from "@crm-relay/events"
 import * as Inputs from "../internal/pushInputs.js"
 import type { StoredStep } from "./Receipts.js"
 
@@ -29,14 +30,8 @@ export class NotSupported extends Schema.TaggedError<NotSupported>()("NotSupport
 export type PushFailure = BridgeError | NotSupported
 
 /** What a finished push produced, for the event. */
-export interface PushResult {
-  /** The CRM's contact id (from the upsert receipt), or the in-call one, or "". */
-  readonly contactExternalId: string
-  /** The CRM's lead id, "" when no lead was created. */
-  readonly leadExternalId: string
-  /** For a booking: `scheduled` with the appointment id, or `requested` with "". */
-  readonly appointment: Option.Option<{ readonly status: "scheduled" | "requested"; readonly externalId: string }>
-}
+/** What a push produced, as its event reports it (the event is built in @crm-relay/events). */
+export type PushResult = Announcement.PushResult
 
 /** Where steps are read from and written to (the receipts of one job). */
 export interface StepStore {

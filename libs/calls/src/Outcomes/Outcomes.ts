@@ -19,7 +19,7 @@ import * as TraceContext from "@crm-relay/store/TraceContext"
 import { Clock, Effect, Exit, Option, Schema } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
-import { eventOf, withoutPush } from "./Announcement.js"
+import { eventOf, withoutPush } from "@crm-relay/events/Announcement"
 import { CallOutcome, type CallOutcomeEncoded } from "@crm-relay/contract/CallOutcome"
 import * as Routing from "../Routing.js"
 import { Accepted, RouteName, StoredOutcome } from "@crm-relay/contract/Calls"
@@ -189,18 +189,20 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
     // was decided on, and writes nothing unless they are still `decidedOn` (the same snapshot: a connection
     // made since gets the push): then it answers the facts as they are (`same` false). Nothing is written
     // either when the call id was already accepted (`inserted` false).
-    // An event for at most INLINE subscriptions is finished in the statement with its deliveries, leased to this
-    // process's delivery runner when it set aside room for them all (handed over as a claim returns them: no
-    // notification, no claim), else queued and the delivery runners woken. A larger one is the fan-out
-    // worker's (EventFanout), leased to this process's fan-out runner when it has room, else notified: the
-    // statement's cost stays bounded however many subscriptions there are.
-    // Migration 0019's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
+    // An event for at most INLINE subscriptions is not stored apart: its deliveries are written in the statement
+    // and render their body from the outcome when sent; they are leased to this process's delivery runner when
+    // it set aside room for them all (handed over as a claim returns them: no notification, no claim), else
+    // queued and the delivery runners woken. A larger one is an `events` row for the fan-out worker
+    // (EventFanout), leased to this process's fan-out runner when it has room, else notified: the statement's
+    // cost stays bounded however many subscriptions there are.
+    // Migration 0020's function, planned once per session (as SQL text, PostgreSQL planned it on every call).
     const insertAnnounced = (
       row: typeof OutcomeRow.Type,
       kind: "lead" | "booking",
       key: string,
       decidedOn: Known,
-      event: Fanout.EventRow | undefined
+      event: Fanout.EventRow | undefined,
+      render: (deliveryId: string) => string
     ) =>
       Effect.suspend(() => {
         const known = origins.get(key)
@@ -219,7 +221,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           handed: unknown
           origins: ReadonlyArray<string> | null
         }>`
-          SELECT same, inserted, facts, deliveries, event_handed, handed, origins FROM call_outcome_intake_3(${row.callId},
+          SELECT same, inserted, facts, deliveries, event_handed, handed, origins FROM call_outcome_intake_4(${row.callId},
             ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route},
             ${row.reason}, ${kind}, ${decidedOn.json}::jsonb, ${event === undefined ? null : JSON.stringify(event)}::jsonb,
             ${INLINE}, ${notifier.channel(EventFanout.EVENTS_CHANNEL)}, ${eventLease?.owner ?? null},
@@ -237,7 +239,12 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
                 : Array.isArray(handed)
                 ? reservation.adopt(handed)
                 : reservation.cancel
-            return Effect.zipRight(settle(eventLease, result?.event_handed), settle(lease, result?.handed))
+            // Deliveries of the outcome's own event come back without their body (migration 0020): it is
+            // rendered here from the event just built, as a claim renders it from the stored outcome.
+            const handed = Array.isArray(result?.handed)
+              ? result.handed.map((delivery: Record<string, unknown>) => ({ ...delivery, body: render(String(delivery["id"])) }))
+              : result?.handed
+            return Effect.zipRight(settle(eventLease, result?.event_handed), settle(lease, handed))
           }),
           Effect.orDie
         )
@@ -330,10 +337,9 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           ).pipe(Effect.catchTag("SqlError", Effect.die))
         }
         const announced = route._tag === "EventOnly"
-        const eventRow = announced
-          ? Fanout.eventRow(event, randomUUID(), new Date(yield* Clock.currentTimeMillis), yield* TraceContext.current)
-          : undefined
-        const [result] = yield* insertAnnounced(row, kind, key, facts.value, eventRow)
+        const createdAt = new Date(yield* Clock.currentTimeMillis)
+        const eventRow = announced ? Fanout.eventRow(event, randomUUID(), createdAt, yield* TraceContext.current) : undefined
+        const [result] = yield* insertAnnounced(row, kind, key, facts.value, eventRow, (id) => Fanout.body(event, id, createdAt))
         if (result?.same !== true) {
           // The facts changed since they were read: decide again on the ones the statement saw.
           cached = false

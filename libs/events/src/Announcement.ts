@@ -9,13 +9,22 @@
  */
 import type { Events } from "@crm-relay/contract"
 import { Operations } from "@crm-relay/contract"
-import type { Fanout } from "@crm-relay/events"
-import { Option, Schema } from "effect"
-import type { PushResult } from "../CrmPush/Steps.js"
-import type { StoredStep } from "../CrmPush/Receipts.js"
-import type { CallOutcome } from "@crm-relay/contract/CallOutcome"
+import type { StoredStep } from "@crm-relay/contract/Calls"
+import { CallOutcome } from "@crm-relay/contract/CallOutcome"
+import { Either, Option, type ParseResult, Schema } from "effect"
+import * as Fanout from "./Fanout.js"
 
 const decodeUpsert = Schema.decodeUnknownOption(Operations.ContactsUpsertResponse)
+
+/** What a CRM push produced, as the event reports it. */
+export interface PushResult {
+  /** The CRM's contact id (from the upsert receipt), or the in-call one, or "". */
+  readonly contactExternalId: string
+  /** The CRM's lead id, "" when no lead was created. */
+  readonly leadExternalId: string
+  /** For a booking: `scheduled` with the appointment id, or `requested` with "". */
+  readonly appointment: Option.Option<{ readonly status: "scheduled" | "requested"; readonly externalId: string }>
+}
 
 /** What the event says when nothing was pushed (no bridge, demo, push off, or a push that stopped). */
 export const withoutPush = (outcome: CallOutcome, steps: ReadonlyArray<StoredStep> = []): PushResult => {
@@ -75,3 +84,19 @@ export const eventOf = (callId: string, outcome: CallOutcome, result: PushResult
       })
   }
 }
+
+const decodeStored = Schema.decodeUnknownEither(CallOutcome)
+
+/**
+ * The body a delivery of an outcome's own event sends (store migration 0020): the event of call `callId`
+ * announced without a push (the intake decided so), from the outcome as stored (`outcome`, its encoded JSON
+ * value), under delivery id `id`, created at `createdAt`. The intake that writes such deliveries builds the
+ * same event from the same outcome, so the bytes are the same whoever renders them, on every attempt.
+ */
+export const renderBody = (
+  callId: string,
+  outcome: unknown,
+  id: string,
+  createdAt: Date
+): Either.Either<string, ParseResult.ParseError> =>
+  Either.map(decodeStored(outcome), (outcome) => Fanout.body(eventOf(callId, outcome, withoutPush(outcome)), id, createdAt))
