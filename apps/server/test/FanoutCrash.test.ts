@@ -4,13 +4,14 @@
  * the fan-out, started again on the same database; "at-least-once, one
  * `webhook-id` per (event, subscription) across retries and crashes".
  *
- * On PostgreSQL the kill lands mid-fan-out by construction: the test holds
- * a row lock on the 700th subscription, so the fan-out's second batch (its
- * foreign-key check) waits on it after the first 500 deliveries are
- * committed; the server is killed there, its connections end as a dead
- * host's would, and the lock is let go. On the embedded database (this
- * process cannot open it while the server runs) the kill lands as the
- * first deliveries arrive.
+ * On PostgreSQL the kill lands mid-fan-out by construction, with no hook in
+ * the product: the test (its schema its own) puts a trigger on `deliveries`
+ * that makes the 700th subscription's insert wait on an advisory lock the
+ * test holds, so the fan-out's second batch waits there after the first 500
+ * deliveries are committed; the server is killed while it waits, its
+ * connections end as a dead host's would, the lock is let go and the
+ * trigger dropped. On the embedded database (this process cannot open it
+ * while the server runs) the kill lands as the first deliveries arrive.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -83,19 +84,31 @@ describe("fan-out: a worker killed mid-fan-out (#35)", () => {
             }), (answer) => expect(answer.status).toBe(201)), { concurrency: 8 })
         }
 
-        // PostgreSQL: the 700th subscription's row held, so the fan-out stops after its first batch of 500.
+        // PostgreSQL: the 700th subscription's delivery waits on the test's lock, so the fan-out stops after its
+        // first batch of 500. The lock's key is this schema's: suites sharing the database never meet it.
         const release = yield* Deferred.make<void>()
-        const holding = yield* Deferred.make<void>()
+        const holding = yield* Deferred.make<number>()
         if (db.kind === "postgres") {
+          const [held] = yield* sql<{ id: string }>`SELECT id FROM subscriptions WHERE account_id = ${account["id"]} ORDER BY seq OFFSET 699 LIMIT 1`
+          yield* sql`CREATE FUNCTION fanout_crash_hold() RETURNS trigger LANGUAGE plpgsql AS $fn$
+            BEGIN
+              PERFORM pg_advisory_xact_lock_shared(hashtext('crm-relay.fanout-crash'), hashtext(current_schema()));
+              RETURN NEW;
+            END $fn$`
+          // A DDL statement takes no parameters; the id is the database's own uuid.
+          yield* sql.unsafe(`CREATE TRIGGER fanout_crash_hold BEFORE INSERT ON deliveries FOR EACH ROW
+            WHEN (NEW.subscription_id = '${held!.id}'::uuid) EXECUTE FUNCTION fanout_crash_hold()`)
           yield* sql.withTransaction(Effect.gen(function*() {
-            // Found first, then locked alone (a locking clause would lock the rows OFFSET steps past too).
-            const [held] = yield* sql<{ id: string }>`SELECT id FROM subscriptions WHERE account_id = ${account["id"]} ORDER BY seq OFFSET 699 LIMIT 1`
-            yield* sql`SELECT id FROM subscriptions WHERE id = ${held!.id} FOR UPDATE`
-            yield* Deferred.succeed(holding, undefined)
+            const [holder] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid,
+              pg_advisory_xact_lock(hashtext('crm-relay.fanout-crash'), hashtext(current_schema()))`
+            yield* Deferred.succeed(holding, holder!.pid)
             yield* Deferred.await(release)
           })).pipe(Effect.orDie, Effect.forkScoped)
           yield* Deferred.await(holding)
         }
+        // The server's sessions waiting on the test's lock: the held second batch.
+        const waiting = Effect.flatMap(Deferred.await(holding), (holder) =>
+          sql<{ pid: number }>`SELECT pid FROM pg_stat_activity WHERE ${holder} = ANY (pg_blocking_pids(pid))`.pipe(Effect.orDie))
 
         const callId = `call-${randomUUID()}`
         const accepted = yield* adminRequest(adminUrl, "POST", `/v1/calls/${callId}/outcome`, {
@@ -113,6 +126,8 @@ describe("fan-out: a worker killed mid-fan-out (#35)", () => {
         if (db.kind === "postgres") {
           const written = sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE call_id = ${callId}`.pipe(Effect.orDie)
           yield* eventually(written, (rows) => rows[0]!.n === 500)
+          // Killed only once the second batch waits: a statement still running could commit after the kill.
+          yield* eventually(waiting, (pids) => pids.length >= 1)
           yield* eventually(Effect.sync(hooked), (d) => d.length >= 1)
         } else {
           yield* eventually(Effect.sync(hooked), (d) => d.length >= 1)
@@ -120,10 +135,16 @@ describe("fan-out: a worker killed mid-fan-out (#35)", () => {
         process.kill(first.pid, "SIGKILL")
         yield* eventually(Effect.sync(() => alive(first.pid)), (a) => !a)
         if (db.kind === "postgres") {
-          // The dead host's connections end (PostgreSQL would notice at its next write to them); then the lock goes.
-          yield* sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-            WHERE pid <> pg_backend_pid() AND datname = current_database() AND wait_event_type = 'Lock'`.pipe(Effect.orDie)
+          // The dead host's waiting session ends (PostgreSQL would notice at its next write to it); then the lock
+          // goes, and the trigger with it, before the restart.
+          // Gone before the lock goes (the wait's timeout), else it could still take the lock and commit the batch.
+          for (const { pid } of yield* waiting) {
+            const [ended] = yield* sql<{ gone: boolean }>`SELECT pg_terminate_backend(${pid}, 10000) AS gone`
+            expect(ended!.gone).toBe(true)
+          }
           yield* Deferred.succeed(release, undefined)
+          yield* sql`DROP TRIGGER fanout_crash_hold ON deliveries`
+          yield* sql`DROP FUNCTION fanout_crash_hold()`
           const [left] = yield* sql<{ status: string; fanout_after: string | number; n: number }>`SELECT e.status, e.fanout_after,
             (SELECT count(*)::int FROM deliveries AS d WHERE d.event_id = e.id) AS n FROM events AS e WHERE e.call_id = ${callId}`
           // Killed mid-fan-out: half the deliveries written, the event still pending at its cursor.

@@ -23,6 +23,7 @@ import events from "./0017_events.js"
 import leanOutcomes from "./0018_lean_outcomes.js"
 import inlineFanOut from "./0019_inline_fan_out.js"
 import outcomeEvents from "./0020_outcome_events.js"
+import noSubscriptionKey from "./0021_no_subscription_key.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -45,5 +46,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0017_events": events,
   "0018_lean_outcomes": leanOutcomes,
   "0019_inline_fan_out": inlineFanOut,
-  "0020_outcome_events": outcomeEvents
+  "0020_outcome_events": outcomeEvents,
+  "0021_no_subscription_key": noSubscriptionKey
 }
