@@ -34,7 +34,7 @@ layer(TestDatabase.layer, { excludeTestServices: true })("Migrations", (it) => {
         "subscriptions_active_idx",
         "rate_limits_pkey",
         "deliveries_account_latest_idx",
-        "deliveries_due_idx"
+        "deliveries_fair_due_idx"
       ]))
     }))
 

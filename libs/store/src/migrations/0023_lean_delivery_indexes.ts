@@ -13,9 +13,20 @@
  *   each time, the oldest-row gauge reads the whole table, and once pruned
  *   space is reused the ranges never narrow again, so an empty batch reads
  *   the reused part of the table every round.)
+ * - `deliveries_due_idx` (0001, `next_attempt_at` of pending rows) took an
+ *   entry for every delivery queued. The fair claim never read it; the
+ *   queue's wake-time of a fair table now reads the first unleased row of
+ *   each receiver origin through `deliveries_fair_due_idx` (`target_origin,
+ *   next_attempt_at`). What reads every pending row (the wake-time's lease
+ *   term, the queue gauges) reads it through another partial index of
+ *   pending rows, as it read this one; so does a replica of the previous
+ *   release for its whole wake-time, during a rolling upgrade. A claim in
+ *   due order without shares (the worker always passes them) sorts the due
+ *   rows.
  */
 import * as Migration from "../Migration.js"
 
 export default Migration.make([
-  `DROP INDEX deliveries_finished_idx`
+  `DROP INDEX deliveries_finished_idx`,
+  `DROP INDEX deliveries_due_idx`
 ])
