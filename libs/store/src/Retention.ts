@@ -15,12 +15,16 @@
  *   delivery can no longer be replayed. An event's payload (which its
  *   deliveries send) is dropped likewise once none of them is pending.
  *
- * Each batch is one statement over a partial index of finished rows
- * (`FOR UPDATE SKIP LOCKED`: a row a replay is changing is left for the next
- * round); a short pause between batches leaves the database to the workers.
+ * Each batch is one statement over an index (`FOR UPDATE SKIP LOCKED`: a row
+ * a replay is changing is left for the next round); a short pause between
+ * batches leaves the database to the workers. Deliveries are found through
+ * the index every delivery already has, `(account_id, created_at)`, one
+ * account after another (store migration 0023): an index of finished
+ * deliveries alone cost an entry, and its WAL, per delivery finished.
  * Rows pruned and the age of the oldest finished row kept are metrics.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import { Clock, Data, Duration, Effect, Metric } from "effect"
 
 /** How long finished rows are kept, and how pruning paces itself. */
@@ -87,22 +91,22 @@ const counted = (rows: ReadonlyArray<Record<string, unknown>>, parent: string, c
 })
 
 /**
- * Finished rows of `table` (by `age`) and the rows of `child` that reference
- * them through `childKey`. The children go first in the same statement
- * (their foreign keys are checked at its end).
+ * Finished rows of `table` and the rows of `child` that reference them
+ * through `childKey`. `doomed` defines the CTE `doomed` (and any it needs):
+ * the ids of one batch of finished rows older than `cutoff`, locked. The
+ * children go first in the same statement (their foreign keys are checked at
+ * its end).
  */
 const withChildren = (spec: {
   readonly table: string
-  readonly age: string
   readonly child: string
   readonly childKey: string
+  readonly doomed: (sql: SqlClient.SqlClient, cutoff: Date, limit: number) => Statement.Fragment
+  readonly oldest: Pruned["oldest"]
 }): Pruned => ({
   table: spec.table,
   batch: (sql, cutoff, limit) =>
-    sql`WITH doomed AS (
-        SELECT id FROM ${sql(spec.table)} WHERE status <> 'pending' AND ${sql(spec.age)} < ${cutoff}
-        ORDER BY ${sql(spec.age)} LIMIT ${limit} FOR UPDATE SKIP LOCKED
-      ), children AS (
+    sql`WITH RECURSIVE ${spec.doomed(sql, cutoff, limit)}, children AS (
         DELETE FROM ${sql(spec.child)} WHERE ${sql(spec.childKey)} IN (SELECT id FROM doomed) RETURNING 1
       ), parents AS (
         DELETE FROM ${sql(spec.table)} WHERE id IN (SELECT id FROM doomed) RETURNING 1
@@ -110,13 +114,42 @@ const withChildren = (spec: {
       SELECT (SELECT count(*) FROM parents) AS parents, (SELECT count(*) FROM children) AS children`.pipe(
       Effect.map((rows) => counted(rows, spec.table, spec.child))
     ),
-  oldest: (sql) =>
-    sql<{ at: Date | null }>`SELECT min(${sql(spec.age)}) AS at FROM ${sql(spec.table)} WHERE status <> 'pending'`.pipe(
-      Effect.map((rows) => rows[0]?.at ?? null)
-    )
+  oldest: spec.oldest
 })
 
-const deliveries = withChildren({ table: "deliveries", age: "created_at", child: "delivery_attempts", childKey: "delivery_id" })
+// The accounts that have deliveries: a walk over deliveries_account_latest_idx, one probe per account.
+const owners = (sql: SqlClient.SqlClient) =>
+  sql`owners AS (
+      (SELECT account_id FROM deliveries ORDER BY account_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT d.account_id FROM deliveries AS d WHERE d.account_id > owners.account_id ORDER BY d.account_id LIMIT 1)
+      FROM owners WHERE owners.account_id IS NOT NULL
+    )`
+
+// Each account's oldest finished deliveries, account after account, through (account_id, created_at).
+const deliveries = withChildren({
+  table: "deliveries",
+  child: "delivery_attempts",
+  childKey: "delivery_id",
+  doomed: (sql, cutoff, limit) =>
+    sql`${owners(sql)}, doomed AS (
+        SELECT old.id FROM owners CROSS JOIN LATERAL (
+          SELECT d.id FROM deliveries AS d
+          WHERE d.account_id = owners.account_id AND d.created_at < ${cutoff} AND d.status <> 'pending'
+          ORDER BY d.created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        ) AS old
+        WHERE owners.account_id IS NOT NULL
+        LIMIT ${limit}
+      )`,
+  oldest: (sql) =>
+    sql<{ at: Date | null }>`WITH RECURSIVE ${owners(sql)}
+      SELECT min(first.created_at) AS at FROM owners CROSS JOIN LATERAL (
+        SELECT d.created_at FROM deliveries AS d WHERE d.account_id = owners.account_id AND d.status <> 'pending'
+        ORDER BY d.created_at LIMIT 1
+      ) AS first
+      WHERE owners.account_id IS NOT NULL`.pipe(Effect.map((rows) => rows[0]?.at ?? null))
+})
+
 // An event goes once its deliveries went (they are pruned first, by the same age).
 const events: Pruned = {
   table: "events",
@@ -134,7 +167,21 @@ const events: Pruned = {
       Effect.map((rows) => rows[0]?.at ?? null)
     )
 }
-const pushJobs = withChildren({ table: "crm_push_jobs", age: "updated_at", child: "crm_push_receipts", childKey: "job_id" })
+
+const pushJobs = withChildren({
+  table: "crm_push_jobs",
+  child: "crm_push_receipts",
+  childKey: "job_id",
+  doomed: (sql, cutoff, limit) =>
+    sql`doomed AS (
+        SELECT id FROM crm_push_jobs WHERE status <> 'pending' AND updated_at < ${cutoff}
+        ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      )`,
+  oldest: (sql) =>
+    sql<{ at: Date | null }>`SELECT min(updated_at) AS at FROM crm_push_jobs WHERE status <> 'pending'`.pipe(
+      Effect.map((rows) => rows[0]?.at ?? null)
+    )
+})
 
 const dropPayloads = (sql: SqlClient.SqlClient, cutoff: Date, limit: number, at: Date) =>
   sql`UPDATE deliveries SET payload = NULL, payload_dropped_at = ${at} WHERE id IN (

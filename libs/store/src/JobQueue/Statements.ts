@@ -293,10 +293,12 @@ export const make = <A>(
 
     // Unleased rows wait for next_attempt_at; leased ones (running somewhere) for their lease's end.
     // Unleased rows of keys that have no room are left out: they are claimed when one of their jobs
-    // ends. Per key (the index walk), so a full key's backlog is not read.
+    // ends. A fair table is read per key (the walk over its (key, next_attempt_at) index, the first
+    // unleased row of each), so a full key's backlog is not read and the table needs no index of
+    // next_attempt_at alone (deliveries has none since store migration 0023).
     const nextDue = (busyKeys: ReadonlyArray<string> = []) => {
       const leased = sql`(SELECT min(lease_expires_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NOT NULL)`
-      const statement = keyColumn === undefined || busyKeys.length === 0
+      const statement = keyColumn === undefined
         ? sql<{ at: Date | null }>`SELECT LEAST(
             (SELECT min(next_attempt_at) FROM ${t} WHERE status = 'pending' AND lease_expires_at IS NULL), ${leased}
           ) AS at`

@@ -15,7 +15,9 @@
  * | last_error        | text                          | the latest failure, one short sentence               |
  *
  * and, for the claim, an index such as
- * `CREATE INDEX <table>_due_idx ON <table> (next_attempt_at) WHERE status = 'pending'`.
+ * `CREATE INDEX <table>_due_idx ON <table> (next_attempt_at) WHERE status = 'pending'`;
+ * a fair table (`Fairness`) needs `(<key>, next_attempt_at) WHERE status = 'pending'`
+ * instead, which also serves its wake-time (see `Statements.nextDue`).
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"

@@ -9,7 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Layer, Logger, LogLevel, Option, Schema, TestClock } from "effect"
 import * as JobQueue from "../../src/JobQueue/index.js"
 import * as TestDatabase from "../../src/TestDatabase.js"
-import { insertJobs, LEASE, makeTable, realisticNow, rowOf } from "./support.js"
+import { insertJobs, LEASE, makeFairTable, makeTable, realisticNow, rowOf } from "./support.js"
 
 layer(TestDatabase.layer)("JobQueue statements on the TestClock", (it) => {
   it.effect("Claim: one statement claims up to N due rows, sets the lease, counts the attempt, skips rows not yet due", () =>
@@ -222,6 +222,48 @@ layer(TestDatabase.layer)("JobQueue statements on the TestClock", (it) => {
       running.set("https://silent.example", 2)
       expect(count(yield* queue.claim(10, LEASE, shares))).toBe("A")
       expect(yield* queue.claim(10, LEASE, shares)).toEqual([])
+    }))
+
+  it.effect("Wake-time of a fair table, read per key without an index of next_attempt_at alone (deliveries since store migration 0023): the earliest unleased row of any key with room, else the earliest lease's end; finished rows never count", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const sql = yield* SqlClient.SqlClient
+      const jobs = yield* makeFairTable
+      yield* sql.unsafe(`DROP INDEX ${jobs.table}_due_idx`)
+      yield* sql.unsafe(`CREATE INDEX ${jobs.table}_fair_due_idx ON ${jobs.table} (target, next_attempt_at) WHERE status = 'pending'`)
+      const at = (seconds: number) => new Date(now.getTime() + seconds * 1000)
+      const row = (label: string, target: string, due: number, leasedUntil?: number, status = "pending") => ({
+        label,
+        target,
+        account: "acct",
+        status,
+        next_attempt_at: at(due),
+        lease_owner: leasedUntil === undefined ? null : "elsewhere",
+        lease_expires_at: leasedUntil === undefined ? null : at(leasedUntil)
+      })
+      yield* sql`INSERT INTO ${sql(jobs.table)} ${
+        sql.insert([
+          // Origin a: a running job (its lease ends at +200 s) and one waiting until +300 s.
+          row("a-running", "https://a.example", -10, 200),
+          row("a-later", "https://a.example", 300),
+          // Origin b: two waiting, the earliest at +90 s.
+          row("b-first", "https://b.example", 90),
+          row("b-second", "https://b.example", 400),
+          // Origin c: only a running job, whose lease ends at +150 s.
+          row("c-running", "https://c.example", -20, 150),
+          // Finished rows are no work, however early.
+          row("d-done", "https://d.example", 5, undefined, "done")
+        ])
+      }`
+      const queue = yield* JobQueue.make(jobs)
+      expect(yield* queue.nextDue()).toEqual(Option.some(at(90)))
+      // b has no room: its rows wait for one of its jobs to end; c's lease ends before a's waiting row.
+      expect(yield* queue.nextDue(["https://b.example"])).toEqual(Option.some(at(150)))
+      // Leases count whatever their key: a busy key's running job may be a dead process's.
+      yield* sql`UPDATE ${sql(jobs.table)} SET status = 'done', lease_owner = NULL, lease_expires_at = NULL WHERE label = 'c-running'`
+      expect(yield* queue.nextDue(["https://a.example", "https://b.example"])).toEqual(Option.some(at(200)))
+      yield* sql`UPDATE ${sql(jobs.table)} SET status = 'done', lease_owner = NULL, lease_expires_at = NULL`
+      expect(yield* queue.nextDue()).toEqual(Option.none())
     }))
 
   it.effect("Release: leases given back with their attempt, claimable by another replica at once", () =>
