@@ -22,6 +22,7 @@ import destinations from "./0016_destinations.js"
 import events from "./0017_events.js"
 import leanOutcomes from "./0018_lean_outcomes.js"
 import inlineFanOut from "./0019_inline_fan_out.js"
+import finalAttempt from "./0022_final_attempt.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -43,5 +44,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0016_destinations": destinations,
   "0017_events": events,
   "0018_lean_outcomes": leanOutcomes,
-  "0019_inline_fan_out": inlineFanOut
+  "0019_inline_fan_out": inlineFanOut,
+  "0022_final_attempt": finalAttempt
 }
