@@ -8,8 +8,9 @@
  */
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { JobQueue } from "@crm-relay/store"
 import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
-import { type Attempt, Deliveries, type Delivery } from "../src/Deliveries.js"
+import { type Attempt, Deliveries, type Delivery, table } from "../src/Deliveries.js"
 import * as Recoveries from "../src/Recoveries.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
@@ -159,6 +160,31 @@ layer(Harness.layer)("The attempt that finishes a delivery", (it) => {
       expect(attempts.map((a) => [a.attempt, a.status_code, a.error_class, a.result])).toEqual([
         [1, 422, "aborted", "ended"],
         [1, 200, null, "delivered"]
+      ])
+      expect(lastOf(listed)).toEqual(factsOf(attempts[1]!))
+    }))
+
+  it.effect("Rolling upgrade: a final attempt left on a row queued again by a replica of the previous release (its replay does not move it) is kept as a delivery_attempts row before the next run's final attempt takes its place", () =>
+    Effect.gen(function*() {
+      const now = new Date(yield* realisticNow)
+      const sql = yield* SqlClient.SqlClient
+      const account = yield* Harness.account()
+      yield* account.subscribe("https://upgrade.example.com/hook")
+      const [id] = yield* Harness.lead(account.id)
+      const queue = yield* JobQueue.make(table, "after-upgrade")
+      const earlier = new Date(now.getTime() - 60_000)
+      // Failed at its first attempt, then replayed as the previous release does: pending again, the row's attempt left in place.
+      yield* sql`UPDATE deliveries SET status = 'pending', attempts = 1, lease_owner = ${queue.owner},
+        lease_expires_at = ${new Date(now.getTime() + 30_000)}, final_attempt = 1, final_started_at = ${earlier},
+        final_status_code = 500, final_duration_ms = 9, final_error_class = 'server_error', final_error = 'The receiver answered 500.'
+        WHERE id = ${id!}`
+      const attempt = { delivery_id: id!, attempt: 1, started_at: now, status_code: 200, duration_ms: 4, error_class: null, error: null, result: "delivered" }
+      expect(yield* queue.finishMany([{ id: id!, result: JobQueue.JobResult.Complete({ set: { delivered_at: now }, log: attempt }) }])).toEqual(new Set([id]))
+      expect(yield* logged(id!)).toEqual([[1, "failed"]])
+      const { attempts, listed } = yield* seen(account.id, id!)
+      expect(attempts.map((a) => [a.attempt, a.started_at, a.status_code, a.error_class, a.result])).toEqual([
+        [1, earlier, 500, "server_error", "failed"],
+        [1, now, 200, null, "delivered"]
       ])
       expect(lastOf(listed)).toEqual(factsOf(attempts[1]!))
     }))
