@@ -7,9 +7,11 @@
  * `end_reason` (SubscriptionLifecycle: the receiver is gone, asked to abort
  * the message, or the subscription is disabled). `attempts` counts the
  * attempts of the current run; a replay queues the same row (same id, so
- * the same `webhook-id`) again with a fresh count. Every attempt is a row of
- * `delivery_attempts` (migration 0004), written in the same statement that
- * stores the attempt's outcome.
+ * the same `webhook-id`) again with a fresh count. Every attempt is written
+ * in the same statement that stores its outcome: the one that finishes the
+ * delivery on the row itself (migration 0022, `internal/finalAttempt.ts`),
+ * the others (retries, a worker that lost its lease, earlier runs) as rows
+ * of `delivery_attempts` (migration 0004).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -22,6 +24,7 @@ import * as Announcement from "./Announcement.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
 import { AttemptResult, DeliveryStatus } from "@crm-relay/contract/Deliveries"
+import { attemptsOf, finalAttempt, lastAttemptColumns, lastAttemptJoin } from "./internal/finalAttempt.js"
 import { claimedStateSql } from "./SubscriptionLifecycle.js"
 
 /** Described in the contract, where the internal API takes it. */
@@ -103,8 +106,11 @@ export const table = JobQueue.table({
   // the fair claim with the select list below, planned once per session. A change of the select list needs a
   // new version of the function (the Deliveries test compares the two claims).
   claimFunction: "deliveries_claim_fairly_3",
-  // Migration 0013: the worker's results (delivered_at, end_reason and the attempt rows), planned once per session.
-  finishFunction: { name: "deliveries_finish", columns: ["delivered_at", "end_reason"] },
+  // Migration 0022: the worker's results (delivered_at, end_reason, the final attempt on the row and the
+  // other attempts as rows), planned once per session.
+  finishFunction: { name: "deliveries_finish_2", columns: ["delivered_at", "end_reason"] },
+  // Kept as a `delivery_attempts` row when the delivery is replayed.
+  finalAttempt,
   select: `account_id, target_url, ${bodySql} AS body, ${outcomeSql} AS outcome,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state,
@@ -247,13 +253,8 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
     const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
 
     const columns = sql`d.id, d.account_id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
-      d.next_attempt_at, d.created_at, d.delivered_at, d.test,
-      a.started_at AS last_attempt_at, a.status_code AS last_status_code, a.error_class AS last_error_class,
-      a.duration_ms AS last_duration_ms`
-    const lastAttempt = sql`LEFT JOIN LATERAL (
-        SELECT started_at, status_code, error_class, duration_ms FROM delivery_attempts
-        WHERE delivery_id = d.id ORDER BY id DESC LIMIT 1
-      ) AS a ON true`
+      d.next_attempt_at, d.created_at, d.delivered_at, d.test, ${sql.literal(lastAttemptColumns)}`
+    const lastAttempt = sql.literal(lastAttemptJoin)
 
     // The state of the delivery's subscription (SubscriptionLifecycle.ClaimedState; null: none recorded); none: no such delivery.
     const subscriptionState = (id: string) =>
@@ -364,8 +365,7 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
         )
         const delivery = rows[0]
         if (delivery === undefined) return Option.none()
-        const attempts = yield* sql`SELECT attempt, started_at, status_code, duration_ms, error_class, error, result
-          FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY id`.pipe(Effect.flatMap(decodeAttempts), Effect.orDie)
+        const attempts = yield* attemptsOf(sql, id).pipe(Effect.flatMap(decodeAttempts), Effect.orDie)
         return Option.some({ delivery, attempts })
       }),
 

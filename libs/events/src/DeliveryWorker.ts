@@ -17,10 +17,11 @@
  * - The subscription was removed after the fan-out: nothing is sent; the
  *   delivery fails with that reason (ends as `gone` when a 410 removed it);
  *   a disabled subscription's delivery ends as `disabled`, unsent.
- * - Every attempt is a `delivery_attempts` row (stored with the outcome, in
- *   one statement) and one structured log line; neither holds the target's
- *   path or query, the payload, the secret, or text of the receiver's
- *   headers.
+ * - Every attempt is stored with the outcome, in one statement (the one
+ *   that finishes the delivery on its row, the others as `delivery_attempts`
+ *   rows: see Deliveries), and is one structured log line; neither holds the
+ *   target's path or query, the payload, the secret, or text of the
+ *   receiver's headers.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Egress, EgressError, EgressResponse } from "@crm-relay/bridge"

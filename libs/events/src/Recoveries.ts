@@ -167,8 +167,12 @@ const batch = (job: JobQueue.Job<RecoveryJob>, after: number) =>
     if (rows.length === 0) return { seen: 0, last: after }
     const sendable = rows.filter((r) => !r.dropped).map((r) => r.id)
     if (sendable.length > 0) {
-      yield* sql`UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${now}, lease_owner = NULL,
-        lease_expires_at = NULL, end_reason = NULL, last_error = NULL WHERE id IN ${sql.in(sendable)}`
+      // Each row's final attempt is kept in the attempt log, in the statement that queues it again.
+      const final = JobQueue.keepFinalAttempts(sql, Deliveries.table, sql`id IN ${sql.in(sendable)}`)
+      yield* sql`${final === undefined ? sql`` : sql`WITH kept AS (${final.keep})`}
+        UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${now}, lease_owner = NULL,
+        lease_expires_at = NULL, end_reason = NULL, last_error = NULL ${final === undefined ? sql`` : sql`, ${final.clear}`}
+        WHERE id IN ${sql.in(sendable)}`
       yield* JobQueue.wake(Deliveries.table)
     }
     const last = Math.max(...rows.map((r) => Number(r.seq)))

@@ -40,6 +40,7 @@ layer(quiet)("Retention", (it) => {
       const { main } = yield* Harness.Receivers
       main.script("/retained", [{ status: 200 }])
       main.script("/retained-abort", [{ status: 400, headers: { "webhook-delivery": "abort-message" } }])
+      main.script("/retained-flaky", [{ status: 503 }, { status: 200 }])
       const account = yield* Harness.account()
       yield* account.subscribe(main.url("/retained", "receiver.localhost"))
       const old: Array<string> = []
@@ -51,12 +52,19 @@ layer(quiet)("Retention", (it) => {
         yield* other.subscribe(main.url("/retained-abort", "receiver.localhost"))
         for (let i = 0; i < 2; i++) old.push(...(yield* Harness.lead(other.id)))
         for (const id of old) yield* Harness.settled(id, 1)
+        // Retried once: its first attempt is a delivery_attempts row (the one that finished it is on the delivery, store migration 0022).
+        const flaky = yield* Harness.account("Flaky")
+        yield* flaky.subscribe(main.url("/retained-flaky", "receiver.localhost"))
+        const [retried] = yield* Harness.lead(flaky.id)
+        old.push(retried!)
+        yield* TestClock.setTime((yield* Harness.settled(retried!, 1)).next_attempt_at.getTime())
+        yield* Harness.settled(retried!, 2)
         yield* TestClock.setTime(t0 + 10 * day)
         for (let i = 0; i < 2; i++) recent.push(...(yield* Harness.lead(account.id)))
         for (const id of recent) yield* Harness.settled(id, 1)
       }))
       expect((yield* Effect.forEach(old, Harness.row)).map((r) => r.status).sort()).toEqual([
-        "delivered", "delivered", "delivered", "delivered", "delivered", "ended", "ended"
+        "delivered", "delivered", "delivered", "delivered", "delivered", "delivered", "ended", "ended"
       ])
       // Still pending (no worker runs): never pruned, whatever its age.
       yield* TestClock.setTime(t0)
@@ -80,9 +88,10 @@ layer(quiet)("Retention", (it) => {
       }
       const result = yield* Retention.round(policy)
       // Each old lead was one event (fanned out to one subscription): it goes after its delivery.
-      expect(result.pruned).toEqual({ deliveries: 7, delivery_attempts: 7, events: 7, crm_push_jobs: 3, crm_push_receipts: 3 })
+      // The attempt that finished each is on its row, gone with it; only the retried one's first attempt is a row of its own.
+      expect(result.pruned).toEqual({ deliveries: 8, delivery_attempts: 1, events: 8, crm_push_jobs: 3, crm_push_receipts: 3 })
       expect(result.payloadsDropped).toBe(2)
-      // Deliveries 3 + 3 + 1, events 3 + 3 + 1, push jobs 3 + 0, payloads kept by deliveries 0, by events 2:
+      // Deliveries 3 + 3 + 2, events 3 + 3 + 2, push jobs 3 + 0, payloads kept by deliveries 0, by events 2:
       // each batch one statement of at most 3 rows.
       expect(result.batches).toBe(10)
 
@@ -100,8 +109,8 @@ layer(quiet)("Retention", (it) => {
       expect(yield* count(`SELECT count(*) AS n FROM crm_push_jobs WHERE id = '${pendingJob}'`)).toBe(1)
       expect(yield* count(`SELECT count(*) AS n FROM call_outcomes WHERE call_id LIKE 'retention-call-%'`)).toBe(4)
 
-      expect((yield* pruned("deliveries")) - before.deliveries).toBe(7)
-      expect((yield* pruned("delivery_attempts")) - before.attempts).toBe(7)
+      expect((yield* pruned("deliveries")) - before.deliveries).toBe(8)
+      expect((yield* pruned("delivery_attempts")) - before.attempts).toBe(1)
       expect((yield* pruned("crm_push_jobs")) - before.jobs).toBe(3)
       expect((yield* pruned("crm_push_receipts")) - before.receipts).toBe(3)
       const oldest = yield* Metric.value(Metric.tagged(Retention.oldestKept, "table", "deliveries"))

@@ -23,6 +23,7 @@ import * as DeliveriesModule from "../../src/Deliveries.js"
 import { Deliveries } from "../../src/Deliveries.js"
 import * as DeliveryWorker from "../../src/DeliveryWorker.js"
 import * as Fanout from "../../src/Fanout.js"
+import { attemptsOf } from "../../src/internal/finalAttempt.js"
 import { IntegrationKeys } from "../../src/IntegrationKeys.js"
 import * as KeyTags from "../../src/KeyTags.js"
 import { Preview } from "../../src/Preview.js"
@@ -155,10 +156,10 @@ export interface AttemptRow {
   readonly result: string
 }
 
+/** Every attempt of the delivery `id`, oldest first, as the operator reads them (logged ones, then the row's final one). */
 export const attempts = (id: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql<AttemptRow>`SELECT attempt, started_at, status_code, duration_ms, error_class, error, result
-      FROM delivery_attempts WHERE delivery_id = ${id} ORDER BY id`.pipe(Effect.orDie))
+    attemptsOf(sql, id).pipe(Effect.map((rows) => rows as unknown as ReadonlyArray<AttemptRow>), Effect.orDie))
 
 export const { eventually, pause } = Eventually
 

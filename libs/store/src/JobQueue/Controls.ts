@@ -54,8 +54,28 @@ export interface ReplayExtras {
 }
 
 /**
+ * For rows of `jobs` matching `where`: the statement that keeps the final
+ * attempt each holds as a row of its `log` table, and the assignments that
+ * empty the row's columns (see `FinalAttempt`); none when the table holds
+ * no final attempts. Run the statement as a CTE of the UPDATE that makes
+ * the assignments: both then see the rows as they were.
+ */
+export const keepFinalAttempts = <A>(sql: SqlClient.SqlClient, jobs: JobTable<A>, where: Statement.Fragment) => {
+  const final = jobs.finalAttempt
+  if (final === undefined || jobs.log === undefined) return undefined
+  const columns = sql.csv(Object.keys(final.log).map((column) => sql`${sql(column)}`))
+  return {
+    keep: sql`INSERT INTO ${sql(jobs.log)} (${columns})
+      SELECT ${sql.literal(Object.values(final.log).join(", "))} FROM ${sql(jobs.table)}
+      WHERE ${where} AND ${sql(final.present)} IS NOT NULL`,
+    clear: sql.csv(final.columns.map((column) => sql`${sql(column)} = NULL`))
+  }
+}
+
+/**
  * Queues a finished or failed job again, due now, with a fresh attempt count
- * (the row and its id stay the same). A pending job is left as it is.
+ * (the row and its id stay the same). A pending job is left as it is. The
+ * final attempt its row holds (see `FinalAttempt`) moves to the log first.
  */
 export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = {}) =>
   Effect.gen(function*() {
@@ -70,8 +90,11 @@ export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = 
         if (status === undefined) return "not_found" as const
         if (status === "pending") return "already_pending" as const
         if (status === jobs.completedStatus && extras.keepCompleted === true) return "completed" as const
-        yield* sql`UPDATE ${t} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
-          lease_owner = NULL, lease_expires_at = NULL ${more} WHERE id = ${id}`
+        const final = keepFinalAttempts(sql, jobs, sql`id = ${id}`)
+        yield* sql`${final === undefined ? sql`` : sql`WITH kept AS (${final.keep})`}
+          UPDATE ${t} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
+          lease_owner = NULL, lease_expires_at = NULL ${final === undefined ? sql`` : sql`, ${final.clear}`} ${more}
+          WHERE id = ${id}`
         return "queued" as const
       })
     ).pipe(Effect.orDie)

@@ -44,6 +44,24 @@ export interface JobTable<A> {
   readonly claimFunction: string | undefined
   /** A function that stores many results (see `table`), if any. */
   readonly finishFunction: FinishFunction | undefined
+  /** The row's columns holding its final attempt (see `FinalAttempt`), if any. */
+  readonly finalAttempt: FinalAttempt | undefined
+}
+
+/**
+ * Columns of the row that hold its last finished attempt in place of a
+ * `log` row, written by the table's `finishFunction`: a job done in one
+ * attempt then logs no row of its own. `replay` moves the attempt into the
+ * `log` table, in the statement that queues the row again, before the next
+ * run can overwrite it. Developer-written SQL, never input.
+ */
+export interface FinalAttempt {
+  /** The column that is not NULL when the row holds an attempt. */
+  readonly present: string
+  /** The `log` row of the held attempt: log column → SQL expression over the job's row. */
+  readonly log: Readonly<Record<string, string>>
+  /** The row's columns that hold it, emptied by the move. */
+  readonly columns: ReadonlyArray<string>
 }
 
 /**
@@ -107,6 +125,8 @@ export const table = <A, I>(options: {
   readonly claimFunction?: string
   /** A function that stores many results instead of `finishMany`'s statement (see `FinishFunction`). */
   readonly finishFunction?: FinishFunction
+  /** The row's columns holding its final attempt, kept in `log` by `replay` (see `FinalAttempt`). */
+  readonly finalAttempt?: FinalAttempt
 }): JobTable<A> => {
   const names = Object.keys(options.row.fields)
   return {
@@ -119,7 +139,8 @@ export const table = <A, I>(options: {
     fairness: options.fairness,
     log: options.log,
     claimFunction: options.claimFunction,
-    finishFunction: options.finishFunction
+    finishFunction: options.finishFunction,
+    finalAttempt: options.finalAttempt
   }
 }
 

@@ -24,6 +24,7 @@ import leanOutcomes from "./0018_lean_outcomes.js"
 import inlineFanOut from "./0019_inline_fan_out.js"
 import outcomeEvents from "./0020_outcome_events.js"
 import noSubscriptionKey from "./0021_no_subscription_key.js"
+import finalAttempt from "./0022_final_attempt.js"
 import leanDeliveryIndexes from "./0023_lean_delivery_indexes.js"
 
 /** The ordered record of migrations. */
@@ -49,5 +50,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0019_inline_fan_out": inlineFanOut,
   "0020_outcome_events": outcomeEvents,
   "0021_no_subscription_key": noSubscriptionKey,
+  "0022_final_attempt": finalAttempt,
   "0023_lean_delivery_indexes": leanDeliveryIndexes
 }

@@ -1,7 +1,7 @@
 /** The operator's controls of a queue table: replaying a stopped job, with or without the services in context. */
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Duration, Effect, TestClock } from "effect"
+import { Context, Duration, Effect, Schema, TestClock } from "effect"
 import * as JobQueue from "../../src/JobQueue/index.js"
 import * as TestDatabase from "../../src/TestDatabase.js"
 import { insertJobs, LEASE, makeTable, realisticNow, rowOf } from "./support.js"
@@ -51,5 +51,32 @@ layer(TestDatabase.layer)("JobQueue controls on the TestClock", (it) => {
       expect(yield* replay(waiting!)).toBe("already_pending")
       expect([yield* replays(failed!), yield* replays(waiting!)]).toEqual([1, 0])
       expect(yield* rowOf(jobs, failed!)).toMatchObject({ status: "pending", attempts: 0, lease_owner: null })
+    }))
+
+  it.effect("Replay of a table holding its final attempt on the row (FinalAttempt): the attempt moves into the log table in the replay's statement and the row's columns are emptied; a row holding none logs nothing", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const sql = yield* SqlClient.SqlClient
+      const plain = yield* makeTable()
+      const logTable = `${plain.table}_attempts`
+      yield* sql.unsafe(`ALTER TABLE ${plain.table} ADD COLUMN final_note text, ADD COLUMN final_at timestamptz`)
+      yield* sql.unsafe(`CREATE TABLE ${logTable} (id bigint GENERATED ALWAYS AS IDENTITY, job_id uuid NOT NULL, note text NOT NULL, at timestamptz NOT NULL)`)
+      const jobs = JobQueue.table({
+        table: plain.table,
+        row: Schema.Struct({ label: Schema.String }),
+        log: logTable,
+        finalAttempt: { present: "final_note", log: { job_id: "id", note: "final_note || ' (' || status || ')'", at: "final_at" }, columns: ["final_note", "final_at"] }
+      })
+      const [held, bare] = yield* insertJobs(jobs, 2, now)
+      const t = sql(jobs.table)
+      yield* sql`UPDATE ${t} SET status = 'failed', final_note = 'refused', final_at = ${now} WHERE id = ${held!}`
+      yield* sql`UPDATE ${t} SET status = 'failed' WHERE id = ${bare!}`
+      expect(yield* JobQueue.replay(jobs, held!)).toBe("queued")
+      expect(yield* JobQueue.replay(jobs, bare!)).toBe("queued")
+      const logged = yield* sql<{ job_id: string; note: string; at: Date }>`SELECT job_id, note, at FROM ${sql(logTable)} ORDER BY id`
+      expect(logged).toEqual([{ job_id: held, note: "refused (failed)", at: now }])
+      const rows = yield* sql<{ status: string; final_note: string | null; final_at: Date | null }>`
+        SELECT status, final_note, final_at FROM ${t} WHERE id IN (${held!}, ${bare!})`
+      expect(rows).toEqual([{ status: "pending", final_note: null, final_at: null }, { status: "pending", final_note: null, final_at: null }])
     }))
 })
