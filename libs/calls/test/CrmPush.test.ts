@@ -330,7 +330,7 @@ describe("outcomes and the CRM push", () => {
         expect(yield* outcomes.accept(callId, outcomeFor(accountId))).toMatchObject({ route: "event", deliveries: 1 })
         expect(asked[1]).toEqual([Deliveries.table.table, [origin]])
         const [row] = yield* sql<Record<string, unknown>>`SELECT id, attempts, ${sql.literal(Deliveries.table.select)},
-            traceparent, target_origin AS job_fair_key, lease_owner, lease_expires_at, event_id
+            ${sql.literal(Deliveries.table.traceparent)} AS traceparent, target_origin AS job_fair_key, lease_owner, lease_expires_at, event_id
           FROM deliveries WHERE call_id = ${callId}`
         expect(row).toMatchObject({ attempts: 1, lease_owner: `${Deliveries.table.table}-runner-here` })
         expect(new Date(row!["lease_expires_at"] as string).getTime()).toBe(until.getTime())

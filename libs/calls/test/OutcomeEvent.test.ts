@@ -9,10 +9,10 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deliveries } from "@crm-relay/events"
+import { Accounts, Deliveries, Preview } from "@crm-relay/events"
 import { JobQueue } from "@crm-relay/store"
 import { Eventually } from "@crm-relay/testing"
-import { Deferred, Duration, Effect, Either, Fiber, Option } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Option, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { Outcomes } from "../src/Outcomes/Outcomes.js"
 import { connectedAccount, outcomeFor, PipelineLive } from "./OutcomesHarness.js"
@@ -55,9 +55,19 @@ describe("an outcome's own event (#35)", () => {
         const [row] = yield* sql<{ id: string; created_at: Date }>`SELECT id, created_at FROM deliveries
           WHERE call_id = ${callId} AND outcome_event AND payload IS NULL AND event_id IS NULL`
         expect(row).toBeDefined()
+        // Nor what the outcome already has: the source, and the intake's trace context (kept once, on the outcome).
+        const [outcomeRow] = yield* sql<{ traceparent: string | null }>`SELECT traceparent FROM call_outcomes WHERE call_id = ${callId}`
+        expect(outcomeRow!.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/)
+        expect(yield* sql`SELECT source, traceparent FROM deliveries WHERE id = ${row!.id}`).toEqual([{ source: "", traceparent: null }])
+        // The perform-list preview reads the source from the outcome.
+        const preview = yield* Effect.provide(Preview.Preview, Preview.Preview.Default)
+        const [record] = yield* preview.list(Schema.decodeSync(Accounts.AccountId)(accountId), 1)
+        expect(record).toMatchObject({ id: row!.id, call_id: callId, source: "Receptionist (phone)" })
 
         const first = yield* claimOnly(row!.id)
         expect(first.data.body).toBe(null)
+        // The claimed delivery continues the intake's trace.
+        expect(first.traceparent).toBe(outcomeRow!.traceparent)
         const sent = Either.getOrThrow(Deliveries.bodyOf(first.id, first.data))!
         expect(JSON.parse(sent)).toEqual({
           id: row!.id,

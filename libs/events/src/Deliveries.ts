@@ -21,6 +21,7 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
 import * as Announcement from "./Announcement.js"
+import * as Origin from "./internal/origin.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
 import { AttemptResult, DeliveryStatus } from "@crm-relay/contract/Deliveries"
@@ -111,19 +112,20 @@ export const table = JobQueue.table({
   finishFunction: { name: "deliveries_finish_2", columns: ["delivered_at", "end_reason"] },
   // Kept as a `delivery_attempts` row when the delivery is replayed.
   finalAttempt,
+  // An outcome's own event continues the trace of its outcome's intake, kept once on the outcome (migration 0020).
+  traceparent: `COALESCE(traceparent,
+    (SELECT o.traceparent FROM call_outcomes AS o WHERE deliveries.outcome_event AND o.call_id = deliveries.call_id))`,
   select: `account_id, target_url, ${bodySql} AS body, ${outcomeSql} AS outcome,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state,
     (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id`
 })
 
-const ORIGIN = /^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#]*/
-
 /**
  * The fairness key of a delivery to `targetUrl`: its origin, as the table's generated `target_origin`
  * column computes it (migration 0008), for room asked of a runner before the row exists (JobHandoffs).
  */
-export const originOf = (targetUrl: string): string => ORIGIN.exec(targetUrl)?.[0].toLowerCase() ?? ""
+export const originOf = Origin.originOf
 
 /** One logged attempt. */
 export const Attempt = Schema.Struct({

@@ -24,6 +24,7 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Clock, Data, Duration, Effect, Option, Schema } from "effect"
 import { SubscriptionSummary } from "./Subscriptions.js"
+import { ORIGIN_PATTERN } from "./internal/origin.js"
 
 /** When a failing subscription is disabled. */
 export interface AutoDisablePolicy {
@@ -76,11 +77,16 @@ export const endPending = (subscriptionId: string, reason: EndReason, except: st
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const at = yield* nowDate
+    // The account and the origin narrow the rows read (no index of a subscription's pending deliveries: store
+    // migration 0023); every delivery of a subscription has both.
     const rows = yield* sql`UPDATE deliveries SET status = 'ended', end_reason = ${reason}, last_error = ${endedBecause[reason]}
-      WHERE subscription_id = ${subscriptionId} AND status = 'pending'
-        ${except === null ? sql`` : sql`AND id <> ${except}`}
-        AND (lease_expires_at IS NULL OR lease_expires_at <= ${at})
-      RETURNING id`
+      FROM subscriptions AS s
+      WHERE s.id = ${subscriptionId} AND deliveries.account_id = s.account_id
+        AND deliveries.target_origin = lower(COALESCE(substring(s.target_url FROM ${ORIGIN_PATTERN}), ''))
+        AND deliveries.subscription_id = ${subscriptionId} AND deliveries.status = 'pending'
+        ${except === null ? sql`` : sql`AND deliveries.id <> ${except}`}
+        AND (deliveries.lease_expires_at IS NULL OR deliveries.lease_expires_at <= ${at})
+      RETURNING deliveries.id`
     return rows.length
   })
 

@@ -7,8 +7,9 @@
  * A call id is accepted once, ever (the primary key): the same body again is
  * answered as a duplicate of the first acceptance and queues nothing; a
  * different body for a known call id is refused (`OutcomeConflict`, 409).
- * Bodies are compared by the SHA-256 of their canonical JSON encoding, so
- * key order and optional fields left out vs. absent do not matter.
+ * Bodies are compared as stored, encoded and as jsonb, so key order and
+ * optional fields left out vs. absent do not matter (a digest of the
+ * canonical JSON was stored for this before store migration 0020).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -17,10 +18,10 @@ import { JobHandoffs, Notifier } from "@crm-relay/store"
 import { isUuid } from "@crm-relay/store/Ids"
 import * as TraceContext from "@crm-relay/store/TraceContext"
 import { Clock, Effect, Exit, Option, Schema } from "effect"
-import { createHash, randomUUID } from "node:crypto"
+import { randomUUID } from "node:crypto"
 import { CrmPushJobs } from "../CrmPush/Jobs.js"
 import { eventOf, withoutPush } from "@crm-relay/events/Announcement"
-import { CallOutcome, type CallOutcomeEncoded } from "@crm-relay/contract/CallOutcome"
+import { CallOutcome } from "@crm-relay/contract/CallOutcome"
 import * as Routing from "../Routing.js"
 import { Accepted, RouteName, StoredOutcome } from "@crm-relay/contract/Calls"
 
@@ -41,18 +42,6 @@ export class OutcomeConflict extends Schema.TaggedError<OutcomeConflict>()("Outc
 const encodeOutcome = Schema.encodeSync(CallOutcome)
 const decodeOutcome = Schema.decodeUnknown(CallOutcome)
 
-// Canonical JSON: object keys sorted, so equal bodies always digest equally.
-const canonical = (value: unknown): unknown =>
-  Array.isArray(value)
-    ? value.map(canonical)
-    : value !== null && typeof value === "object"
-    ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]))
-    : value
-
-/** SHA-256 of the canonical JSON of an encoded outcome. */
-export const digest = (encoded: CallOutcomeEncoded): string =>
-  createHash("sha256").update(JSON.stringify(canonical(encoded)), "utf8").digest("hex")
-
 const routeNames = { Push: "push", EventOnly: "event", StoreOnly: "store" } as const
 
 /** The `call_outcomes` row of an accepted outcome. */
@@ -62,7 +51,6 @@ const OutcomeRow = Schema.Struct({
   tenantId: Schema.String,
   classification: Schema.String,
   body: Schema.String,
-  digest: Schema.String,
   route: RouteName,
   reason: Schema.String
 })
@@ -119,23 +107,24 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       Request: OutcomeRow,
       Result: Schema.Struct({ call_id: Schema.String }),
       execute: (r) =>
-        sql`INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason)
-            VALUES (${r.callId}, ${r.accountId}, ${r.tenantId}, ${r.classification}, ${r.body}::jsonb, ${r.digest},
-              ${r.route}, ${r.reason})
+        sql`INSERT INTO call_outcomes (call_id, account_id, tenant_id, classification, body, route, route_reason)
+            VALUES (${r.callId}, ${r.accountId}, ${r.tenantId}, ${r.classification}, ${r.body}::jsonb, ${r.route}, ${r.reason})
             ON CONFLICT (call_id) DO NOTHING
             RETURNING call_id`
     })
+    // A repeat is the same body: compared as jsonb (key order aside, as the digest of the canonical JSON
+    // compared before migration 0020, which stopped storing it).
     const existing = SqlSchema.findOne({
-      Request: Schema.String,
+      Request: Schema.Struct({ callId: Schema.String, body: Schema.String }),
       Result: Schema.Struct({
-        body_digest: Schema.String,
+        same_body: Schema.Boolean,
         route: RouteName,
         route_reason: Schema.String,
         event_deliveries: Schema.NullOr(Schema.Int),
         push_job_id: Schema.NullOr(Schema.String)
       }),
-      execute: (callId) =>
-        sql`SELECT o.body_digest, o.route, o.route_reason, o.event_deliveries, j.id AS push_job_id
+      execute: ({ body, callId }) =>
+        sql`SELECT o.body = ${body}::jsonb AS same_body, o.route, o.route_reason, o.event_deliveries, j.id AS push_job_id
             FROM call_outcomes o LEFT JOIN crm_push_jobs j ON j.call_id = o.call_id
             WHERE o.call_id = ${callId}`
     })
@@ -222,7 +211,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           origins: ReadonlyArray<string> | null
         }>`
           SELECT same, inserted, facts, deliveries, event_handed, handed, origins FROM call_outcome_intake_4(${row.callId},
-            ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.digest}, ${row.route},
+            ${row.accountId}, ${row.tenantId}, ${row.classification}, ${row.body}::jsonb, ${row.route},
             ${row.reason}, ${kind}, ${decidedOn.json}::jsonb, ${event === undefined ? null : JSON.stringify(event)}::jsonb,
             ${INLINE}, ${notifier.channel(EventFanout.EVENTS_CHANNEL)}, ${eventLease?.owner ?? null},
             ${eventLease?.until ?? null}, ${notifier.channel(Fanout.DELIVERIES_CHANNEL)}, ${lease?.owner ?? null},
@@ -251,10 +240,10 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       })
 
     // The answer to an outcome whose call id was already accepted: the first acceptance, or a conflict.
-    const acceptedBefore = (callId: string, bodyDigest: string) =>
+    const acceptedBefore = (callId: string, body: string) =>
       Effect.gen(function*() {
-        const previous = yield* Effect.orDie(existing(callId))
-        if (Option.isNone(previous) || previous.value.body_digest !== bodyDigest) {
+        const previous = yield* Effect.orDie(existing({ callId, body }))
+        if (Option.isNone(previous) || !previous.value.same_body) {
           return yield* new OutcomeConflict({ callId })
         }
         const p = previous.value
@@ -290,7 +279,6 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
       if (!isUuid(outcome.account_id)) return yield* new UnknownAccount({ accountId: outcome.account_id })
       const key = `${outcome.account_id}\u0000${outcome.tenant_id}\u0000${kind}`
       const encoded = encodeOutcome(outcome)
-      const bodyDigest = digest(encoded)
       let cached = true
       let facts = Option.fromNullable(known.get(key))
       if (Option.isNone(facts)) {
@@ -314,7 +302,6 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           tenantId: outcome.tenant_id,
           classification: outcome.classification,
           body: JSON.stringify(encoded),
-          digest: bodyDigest,
           route: routeNames[route._tag],
           reason: route._tag === "Push" ? "A CRM push job was queued; the event follows when it ends." : route.reason
         }
@@ -330,7 +317,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           return yield* sql.withTransaction(
             Effect.gen(function*() {
               const inserted = yield* Effect.orDie(insert(row))
-              if (Option.isNone(inserted)) return yield* acceptedBefore(callId, bodyDigest)
+              if (Option.isNone(inserted)) return yield* acceptedBefore(callId, row.body)
               const jobId = yield* jobs.enqueue({ callId, accountId: outcome.account_id, tenantId: outcome.tenant_id })
               return { call_id: callId, duplicate: false, route: "push", reason: row.reason, push_job_id: jobId } satisfies Accepted
             })
@@ -347,7 +334,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("@crm-relay/calls/Outco
           continue
         }
         remember(key, facts)
-        if (!result.inserted) return yield* acceptedBefore(callId, bodyDigest)
+        if (!result.inserted) return yield* acceptedBefore(callId, row.body)
         return {
           call_id: callId,
           duplicate: false,

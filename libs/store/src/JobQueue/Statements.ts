@@ -83,7 +83,7 @@ export const make = <A>(
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const t = sql(jobs.table)
-    const select = sql.literal(jobs.traced ? `${jobs.select}, traceparent` : jobs.select)
+    const select = sql.literal(jobs.traced ? `${jobs.select}, ${jobs.traceparent} AS traceparent` : jobs.select)
     const done = jobs.completedStatus
     const now = Effect.map(Clock.currentTimeMillis, (millis) => new Date(millis))
     const after = (delay: Duration.DurationInput) =>

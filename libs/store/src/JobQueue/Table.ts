@@ -36,6 +36,8 @@ export interface JobTable<A> {
   readonly decode: (row: unknown) => Either.Either<A, ParseResult.ParseError>
   /** The table has a `traceparent` column: a job runs in the trace that queued it. */
   readonly traced: boolean
+  /** The SQL expression of a claimed row's trace context (traced tables): `traceparent` unless `table` says otherwise. */
+  readonly traceparent: string
   /** Fair claims (see `Fairness`), when the table has the columns. */
   readonly fairness: Fairness | undefined
   /** The table a finished attempt's `log` row goes to (in the finishing statement), if any. */
@@ -109,6 +111,11 @@ export const table = <A, I>(options: {
   readonly select?: string
   /** The table has a `traceparent` column (TraceContext) the runner continues. Default false. */
   readonly traced?: boolean
+  /**
+   * The trace context of a claimed row, when it is not only its `traceparent` column (e.g. kept on a row it
+   * refers to); developer-written SQL, never input. Default `traceparent`.
+   */
+  readonly traceparent?: string
   /** Fair claims over these columns (see `Fairness`). Default none: due order only. */
   readonly fairness?: Fairness
   /** The attempt log table of `FinishExtras.log` rows. */
@@ -136,6 +143,7 @@ export const table = <A, I>(options: {
     select: options.select ?? names.map((name) => `"${name.replaceAll("\"", "\"\"")}"`).join(", "),
     decode: Schema.decodeUnknownEither(options.row),
     traced: options.traced ?? false,
+    traceparent: options.traceparent ?? "traceparent",
     fairness: options.fairness,
     log: options.log,
     claimFunction: options.claimFunction,

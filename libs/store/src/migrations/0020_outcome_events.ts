@@ -44,9 +44,11 @@ import * as Migration from "../Migration.js"
 
 export default Migration.make([
   `ALTER TABLE deliveries ADD COLUMN outcome_event boolean NOT NULL DEFAULT false`,
+  `ALTER TABLE call_outcomes ADD COLUMN traceparent text`,
+  `ALTER TABLE call_outcomes ALTER COLUMN body_digest DROP NOT NULL`,
 
   `CREATE FUNCTION call_outcome_intake_4(
-    p_call_id text, p_account_id uuid, p_tenant_id text, p_classification text, p_body jsonb, p_body_digest text,
+    p_call_id text, p_account_id uuid, p_tenant_id text, p_classification text, p_body jsonb,
     p_route text, p_route_reason text, p_kind text, p_decided_on jsonb, p_event jsonb, p_inline integer,
     p_event_channel text, p_event_owner text, p_event_until timestamptz,
     p_channel text, p_owner text, p_until timestamptz, p_room integer)
@@ -74,11 +76,11 @@ BEGIN
     SELECT c.until_seq, c.matching INTO v_until, v_matching FROM event_cut(p_account_id, p_kind) AS c;
   END IF;
   BEGIN
-    INSERT INTO call_outcomes AS o (call_id, account_id, tenant_id, classification, body, body_digest, route, route_reason,
-      event_kind, event_deliveries, event_fanned_out_at)
-    VALUES (p_call_id, p_account_id, p_tenant_id, p_classification, p_body, p_body_digest, p_route, p_route_reason,
+    INSERT INTO call_outcomes AS o (call_id, account_id, tenant_id, classification, body, route, route_reason,
+      event_kind, event_deliveries, event_fanned_out_at, traceparent)
+    VALUES (p_call_id, p_account_id, p_tenant_id, p_classification, p_body, p_route, p_route_reason,
       CASE WHEN p_event IS NOT NULL THEN p_kind END, CASE WHEN p_event IS NOT NULL THEN v_matching END,
-      CASE WHEN p_event IS NOT NULL THEN now() END);
+      CASE WHEN p_event IS NOT NULL THEN now() END, p_event ->> 'traceparent');
   EXCEPTION WHEN unique_violation THEN
     -- The same call id accepted meanwhile by another statement: a repeat.
     RETURN QUERY SELECT true, false, NULL::jsonb, NULL::integer, NULL::jsonb, NULL::jsonb, NULL::text[];
@@ -113,21 +115,21 @@ BEGIN
       AND s.removed_at IS NULL AND s.disabled_at IS NULL AND s.event IN (p_kind, 'all')
     ORDER BY s.seq
   ), queued AS (
-    INSERT INTO deliveries AS d (id, account_id, subscription_id, outcome_event, event, call_id, source,
-      contact_external_id, appointment_external_id, target_url, created_at, next_attempt_at, traceparent, lease_owner,
+    INSERT INTO deliveries AS d (id, account_id, subscription_id, outcome_event, event, call_id,
+      contact_external_id, appointment_external_id, target_url, created_at, next_attempt_at, lease_owner,
       lease_expires_at, attempts)
-    SELECT gen_random_uuid(), p_account_id, b.id, true, p_kind, p_call_id, p_event ->> 'source',
+    SELECT gen_random_uuid(), p_account_id, b.id, true, p_kind, p_call_id,
       p_event ->> 'contact_external_id', p_event ->> 'appointment_external_id', b.target_url,
-      (p_event ->> 'created_at')::timestamptz, (p_event ->> 'created_at')::timestamptz, p_event ->> 'traceparent',
+      (p_event ->> 'created_at')::timestamptz, (p_event ->> 'created_at')::timestamptz,
       CASE WHEN v_leased THEN p_owner END, CASE WHEN v_leased THEN p_until END, CASE WHEN v_leased THEN 1 ELSE 0 END
     FROM batch AS b ORDER BY b.seq
-    RETURNING d.id, d.attempts, d.target_url, d.subscription_id, d.traceparent, d.target_origin
+    RETURNING d.id, d.attempts, d.target_url, d.subscription_id, d.target_origin
   )
   SELECT
     CASE WHEN v_leased THEN jsonb_agg(jsonb_build_object(
       'id', q.id, 'attempts', q.attempts, 'account_id', p_account_id, 'target_url', q.target_url, 'body', NULL,
       'outcome', NULL, 'subscription_removed', false, 'subscription_id', q.subscription_id, 'subscription_state', b.state,
-      'destination_id', b.destination_id, 'traceparent', q.traceparent, 'job_fair_key', q.target_origin)) END,
+      'destination_id', b.destination_id, 'traceparent', p_event -> 'traceparent', 'job_fair_key', q.target_origin)) END,
     array_agg(q.target_origin)
   INTO v_handed, v_origins
   FROM queued AS q JOIN batch AS b ON b.id = q.subscription_id;
@@ -196,10 +198,38 @@ BEGIN
         ELSE 'active' END
       FROM subscriptions AS s WHERE s.id = deliveries.subscription_id),
     (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id),
-    deliveries.traceparent, deliveries.target_origin;
+    COALESCE(deliveries.traceparent,
+      (SELECT o.traceparent FROM call_outcomes AS o WHERE deliveries.outcome_event AND o.call_id = deliveries.call_id)),
+    deliveries.target_origin;
 END
 $fn$
 `,
+
+  // 0012's preview, replaced in place (the same signature, for every release): an outcome's own event keeps no
+  // `source` of its own (the event's is the outcome's).
+  `CREATE OR REPLACE FUNCTION preview_latest(p_account_id uuid, p_limit integer)
+  RETURNS json
+  LANGUAGE plpgsql STABLE AS $body$
+  BEGIN
+    RETURN (
+      SELECT coalesce(json_agg(json_build_object(
+          'id', l.id, 'call_id', l.call_id,
+          'source', CASE WHEN l.outcome_event
+            THEN (SELECT o.body ->> 'source' FROM call_outcomes AS o WHERE o.call_id = l.call_id) ELSE l.source END,
+          'contact_external_id', l.contact_external_id, 'appointment_external_id', l.appointment_external_id
+        ) ORDER BY l.created_at DESC, l.call_id, l.event, l.seq DESC), '[]'::json)
+      FROM (
+        SELECT DISTINCT ON (d.created_at, d.call_id, d.event)
+          d.id, d.call_id, d.source, d.contact_external_id, d.appointment_external_id, d.created_at, d.event, d.seq,
+          d.outcome_event
+        FROM deliveries AS d
+        WHERE d.account_id = p_account_id AND NOT d.test
+        ORDER BY d.created_at DESC, d.call_id, d.event, d.seq DESC
+        LIMIT p_limit
+      ) AS l
+    );
+  END
+  $body$`,
 
   // The previous release's claim, replaced in place: it cannot render an outcome's event, so it leaves those
   // deliveries to this release's claim (above) rather than claim rows its worker cannot read.

@@ -23,10 +23,20 @@
  *   release for its whole wake-time, during a rolling upgrade. A claim in
  *   due order without shares (the worker always passes them) sorts the due
  *   rows.
+ * - `deliveries_subscription_pending_idx` (0011, `subscription_id` of
+ *   pending rows) took an entry for every delivery queued, for the one
+ *   statement that ends a subscription's pending deliveries when its
+ *   receiver answers 410 Gone or it is disabled: rare, and bounded without
+ *   it, as it now also names the account and the origin of the
+ *   subscription (`SubscriptionLifecycle.endPending`), so either the
+ *   account's deliveries (`deliveries_account_latest_idx`) or the origin's
+ *   pending ones (`deliveries_fair_due_idx`) are read. What read every
+ *   pending row through it reads the fair index.
  */
 import * as Migration from "../Migration.js"
 
 export default Migration.make([
   `DROP INDEX deliveries_finished_idx`,
-  `DROP INDEX deliveries_due_idx`
+  `DROP INDEX deliveries_due_idx`,
+  `DROP INDEX deliveries_subscription_pending_idx`
 ])
