@@ -7,7 +7,7 @@
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, Redacted, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, Redacted, TestClock } from "effect"
 import { MAX_BODY_BYTES } from "@crm-relay/bridge"
 import { gzipSync } from "node:zlib"
 import { Webhook } from "standardwebhooks"
@@ -19,12 +19,7 @@ import { Subscriptions } from "../src/Subscriptions.js"
 import * as WebhookSigner from "../src/WebhookSigner.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
-/** Sets the (shared) TestClock to at least the real time, and never back. */
-const realisticNow = Effect.gen(function*() {
-  const at = Math.max(yield* Clock.currentTimeMillis, Date.now()) + 1000
-  yield* TestClock.setTime(at)
-  return at
-})
+const { realisticNow } = Harness
 
 const millisBetween = (later: Date, earlier: Date) => later.getTime() - earlier.getTime()
 

@@ -9,17 +9,12 @@
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { JobQueue } from "@crm-relay/store"
-import { Clock, Duration, Effect, Fiber, Option, TestClock } from "effect"
+import { Duration, Effect, Fiber, Option, TestClock } from "effect"
 import { type Attempt, Deliveries, type Delivery, table } from "../src/Deliveries.js"
 import * as Recoveries from "../src/Recoveries.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
-/** Sets the (shared) TestClock to at least the real time, and never back. */
-const realisticNow = Effect.gen(function*() {
-  const at = Math.max(yield* Clock.currentTimeMillis, Date.now()) + 1000
-  yield* TestClock.setTime(at)
-  return at
-})
+const { realisticNow } = Harness
 
 /** The `delivery_attempts` rows of a delivery: attempt and result, in the order written. */
 const logged = (id: string) =>

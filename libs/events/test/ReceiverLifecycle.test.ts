@@ -7,7 +7,7 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { EgressError, EgressResponse } from "@crm-relay/bridge"
-import { Clock, Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, TestClock } from "effect"
+import { Duration, Effect, Either, Fiber, HashMap, Layer, Logger, LogLevel, TestClock } from "effect"
 import { Deliveries } from "../src/Deliveries.js"
 import * as DeliveryWorker from "../src/DeliveryWorker.js"
 import * as Recoveries from "../src/Recoveries.js"
@@ -15,12 +15,7 @@ import * as SubscriptionLifecycle from "../src/SubscriptionLifecycle.js"
 import { Subscriptions } from "../src/Subscriptions.js"
 import * as Harness from "./support/DeliveryHarness.js"
 
-/** Sets the (shared) TestClock to at least the real time, and never back. */
-const realisticNow = Effect.gen(function*() {
-  const at = Math.max(yield* Clock.currentTimeMillis, Date.now()) + 1000
-  yield* TestClock.setTime(at)
-  return at
-})
+const { realisticNow } = Harness
 
 /** Audit lines logged while `effect` runs: action and fields. */
 const audited = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

@@ -17,7 +17,7 @@ import { DnsResolver, Egress } from "@crm-relay/bridge"
 import { JobQueue, Notifier, TestDatabase, Vault } from "@crm-relay/store"
 import { Certificate, Eventually, ListenProbe } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Clock, Context, Duration, Effect, Fiber, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Fiber, Layer, TestClock } from "effect"
 import { Accounts } from "../../src/Accounts.js"
 import * as DeliveriesModule from "../../src/Deliveries.js"
 import { Deliveries } from "../../src/Deliveries.js"
@@ -162,6 +162,13 @@ export const attempts = (id: string) =>
     attemptsOf(sql, id).pipe(Effect.map((rows) => rows as unknown as ReadonlyArray<AttemptRow>), Effect.orDie))
 
 export const { eventually, pause } = Eventually
+
+/** Sets the (shared) TestClock to at least the real time, and never back; answers that time. */
+export const realisticNow = Effect.gen(function*() {
+  const at = Math.max(yield* Clock.currentTimeMillis, Date.now()) + 1000
+  yield* TestClock.setTime(at)
+  return at
+})
 
 /** The row once its attempt count reached `n` and it is no longer leased (the attempt was stored). */
 export const settled = (id: string, n: number) =>
