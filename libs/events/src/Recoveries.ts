@@ -167,12 +167,8 @@ const batch = (job: JobQueue.Job<RecoveryJob>, after: number) =>
     if (rows.length === 0) return { seen: 0, last: after }
     const sendable = rows.filter((r) => !r.dropped).map((r) => r.id)
     if (sendable.length > 0) {
-      // Each row's final attempt is kept in the attempt log, in the statement that queues it again.
-      const final = JobQueue.keepFinalAttempts(sql, Deliveries.table, sql`id IN ${sql.in(sendable)}`)
-      yield* sql`${final === undefined ? sql`` : sql`WITH kept AS (${final.keep})`}
-        UPDATE deliveries SET status = 'pending', attempts = 0, next_attempt_at = ${now}, lease_owner = NULL,
-        lease_expires_at = NULL, end_reason = NULL, last_error = NULL ${final === undefined ? sql`` : sql`, ${final.clear}`}
-        WHERE id IN ${sql.in(sendable)}`
+      // As a replay does (each row's final attempt kept in the attempt log), for the whole batch at once.
+      yield* JobQueue.requeue(sql, Deliveries.table, sql`id IN ${sql.in(sendable)}`, now, sql`end_reason = NULL, last_error = NULL`)
       yield* JobQueue.wake(Deliveries.table)
     }
     const last = Math.max(...rows.map((r) => Number(r.seq)))

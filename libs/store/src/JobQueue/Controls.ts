@@ -54,22 +54,34 @@ export interface ReplayExtras {
 }
 
 /**
- * For rows of `jobs` matching `where`: the statement that keeps the final
- * attempt each holds as a row of its `log` table, and the assignments that
- * empty the row's columns (see `FinalAttempt`); none when the table holds
- * no final attempts. Run the statement as a CTE of the UPDATE that makes
- * the assignments: both then see the rows as they were.
+ * The statement that queues the rows of `jobs` matching `where` again, due at
+ * `at` with a fresh attempt count (no lease), with `assignments` of the
+ * row's own columns (developer-written SQL; they see the row as it was). A
+ * final attempt a row holds (see `FinalAttempt`) is kept as a row of the
+ * table's `log` in the same statement, and the row's columns emptied, before
+ * the next run can overwrite it. For `replay`, and for callers that queue
+ * many rows at once.
  */
-export const keepFinalAttempts = <A>(sql: SqlClient.SqlClient, jobs: JobTable<A>, where: Statement.Fragment) => {
+export const requeue = <A>(
+  sql: SqlClient.SqlClient,
+  jobs: JobTable<A>,
+  where: Statement.Fragment,
+  at: Date,
+  assignments?: Statement.Fragment
+) => {
+  const more = assignments === undefined ? sql`` : sql`, ${assignments}`
+  const update = (clear: Statement.Fragment) =>
+    sql`UPDATE ${sql(jobs.table)} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
+      lease_owner = NULL, lease_expires_at = NULL ${clear} ${more} WHERE ${where}`
   const final = jobs.finalAttempt
-  if (final === undefined || jobs.log === undefined) return undefined
+  if (final === undefined || jobs.log === undefined) return update(sql``)
+  // The CTE and the UPDATE both see the rows as they were.
   const columns = sql.csv(Object.keys(final.log).map((column) => sql`${sql(column)}`))
-  return {
-    keep: sql`INSERT INTO ${sql(jobs.log)} (${columns})
+  return sql`WITH kept AS (
+      INSERT INTO ${sql(jobs.log)} (${columns})
       SELECT ${sql.literal(Object.values(final.log).join(", "))} FROM ${sql(jobs.table)}
-      WHERE ${where} AND ${sql(final.present)} IS NOT NULL`,
-    clear: sql.csv(final.columns.map((column) => sql`${sql(column)} = NULL`))
-  }
+      WHERE ${where} AND ${sql(final.present)} IS NOT NULL
+    ) ${update(sql`, ${sql.csv(final.columns.map((column) => sql`${sql(column)} = NULL`))}`)}`
 }
 
 /**
@@ -82,7 +94,6 @@ export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = 
     const sql = yield* SqlClient.SqlClient
     const at = new Date(yield* Clock.currentTimeMillis)
     const t = sql(jobs.table)
-    const more = extras.assignments === undefined ? sql`` : sql`, ${extras.assignments}`
     const outcome = yield* sql.withTransaction(
       Effect.gen(function*() {
         const rows = yield* sql<{ status: string }>`SELECT status FROM ${t} WHERE id = ${id} FOR UPDATE`
@@ -90,11 +101,7 @@ export const replay = <A>(jobs: JobTable<A>, id: string, extras: ReplayExtras = 
         if (status === undefined) return "not_found" as const
         if (status === "pending") return "already_pending" as const
         if (status === jobs.completedStatus && extras.keepCompleted === true) return "completed" as const
-        const final = keepFinalAttempts(sql, jobs, sql`id = ${id}`)
-        yield* sql`${final === undefined ? sql`` : sql`WITH kept AS (${final.keep})`}
-          UPDATE ${t} SET status = 'pending', attempts = 0, next_attempt_at = ${at},
-          lease_owner = NULL, lease_expires_at = NULL ${final === undefined ? sql`` : sql`, ${final.clear}`} ${more}
-          WHERE id = ${id}`
+        yield* requeue(sql, jobs, sql`id = ${id}`, at, extras.assignments)
         return "queued" as const
       })
     ).pipe(Effect.orDie)
