@@ -9,13 +9,15 @@
  * overlap ends, so a receiver can switch secrets at any moment of the
  * overlap without rejecting a delivery. Each replica keeps what it read in
  * memory for at most `CACHE_TTL_MS`, so a rotation made on another replica
- * reaches every delivery within that time.
+ * reaches every delivery within that time. A replica reads (or creates) an
+ * account's secret once however many deliveries ask at the same moment: the
+ * others wait for that read.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Vault } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
-import { Clock, Duration, Effect, Option, Redacted } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, FiberId, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { AccountNotFound } from "./IntegrationKeys.js"
 
@@ -67,8 +69,13 @@ export class SigningSecrets extends Effect.Service<SigningSecrets>()("@crm-relay
     const sql = yield* SqlClient.SqlClient
     const vault = yield* Vault.Vault
     const cache = new Map<string, { readonly set: SigningSet; readonly readAt: number }>()
+    // The read under way for an account: the deliveries that ask meanwhile wait for it.
+    const reading = new Map<string, Deferred.Deferred<SigningSet, AccountNotFound>>()
+    // Counts this replica's rotations: a read that began before one is not remembered.
+    let rotations = 0
 
-    const remember = (accountId: string, set: SigningSet, now: number) => {
+    const remember = (accountId: string, set: SigningSet, now: number, rotationsAtRead: number) => {
+      if (rotationsAtRead !== rotations) return set
       cache.delete(accountId)
       cache.set(accountId, { set, readAt: now })
       if (cache.size > MAX_CACHED) {
@@ -137,22 +144,43 @@ export class SigningSecrets extends Effect.Service<SigningSecrets>()("@crm-relay
 
     const readOrCreate = Effect.fn("SigningSecrets.signing")(function*(accountId: string) {
       const now = yield* Clock.currentTimeMillis
+      const rotationsAtRead = rotations
       const cached = fromCache(accountId, now)
       if (cached !== undefined) return cached
       if (!isUuid(accountId)) return yield* new AccountNotFound({ accountId })
       const stored = yield* read(accountId)
-      if (Option.isSome(stored)) return remember(accountId, stored.value, now)
+      if (Option.isSome(stored)) return remember(accountId, stored.value, now, rotationsAtRead)
       yield* create(accountId)
       const created = yield* read(accountId)
       if (Option.isNone(created)) return yield* Effect.dieMessage(`The signing secret of account ${accountId} vanished after it was created`)
-      return remember(accountId, created.value, now)
+      return remember(accountId, created.value, now, rotationsAtRead)
     })
+
+    // One read per account at a time: a cold cache (a new account, or every `CACHE_TTL_MS`) meets a whole
+    // claim of deliveries at once, and each would read, or even create and drop, a secret of its own.
+    // A waiter whose reader was interrupted (its delivery stopped) reads for itself.
+    const readOnce = (accountId: string): Effect.Effect<SigningSet, AccountNotFound> =>
+      Effect.suspend(() => {
+        const under = reading.get(accountId)
+        if (under !== undefined) {
+          return Effect.catchAllCause(
+            Deferred.await(under),
+            (cause) => Cause.isInterruptedOnly(cause) ? readOnce(accountId) : Effect.failCause(cause)
+          )
+        }
+        const done = Deferred.unsafeMake<SigningSet, AccountNotFound>(FiberId.none)
+        reading.set(accountId, done)
+        return Effect.onExit(readOrCreate(accountId), (exit) => {
+          if (reading.get(accountId) === done) reading.delete(accountId)
+          return Deferred.done(done, exit)
+        })
+      })
 
     // Every delivery asks: a cached answer costs no span (a span per delivery is a good part of its CPU).
     const signing = (accountId: string): Effect.Effect<SigningSet, AccountNotFound> =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const cached = fromCache(accountId, now)
-        return cached === undefined ? readOrCreate(accountId) : Effect.succeed(cached)
+        return cached === undefined ? readOnce(accountId) : Effect.succeed(cached)
       })
 
     return {
@@ -182,7 +210,10 @@ export class SigningSecrets extends Effect.Service<SigningSecrets>()("@crm-relay
                      WHERE account_id = ${accountId}`
           if (row.previous_secret_id !== null) yield* vault.remove(row.previous_secret_id)
         })).pipe(Effect.orDie)
+        // Reads under way began before the rotation: their answer is not kept, and the next ask reads anew.
+        rotations++
         cache.delete(accountId)
+        reading.delete(accountId)
         yield* Audit.record("signing_secret.rotated", { account_id: accountId, overlap_seconds: Math.round(Duration.toSeconds(overlap)) })
         return yield* signing(accountId)
       })

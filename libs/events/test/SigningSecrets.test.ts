@@ -4,7 +4,7 @@ import { TestDatabase, Vault } from "@crm-relay/store"
 import { Duration, Effect, Either, Exit, Layer, Logger, LogLevel, Option, Redacted, TestClock } from "effect"
 import { Webhook } from "standardwebhooks"
 import { Accounts } from "../src/Accounts.js"
-import { SECRET_PREFIX, SigningSecrets } from "../src/SigningSecrets.js"
+import { CACHE_TTL_MS, SECRET_PREFIX, SigningSecrets } from "../src/SigningSecrets.js"
 import * as WebhookSigner from "../src/WebhookSigner.js"
 
 const masterKeys = Vault.randomMasterKeys()
@@ -14,6 +14,19 @@ const Live = Layer.mergeAll(Accounts.Default, SigningSecrets.Default).pipe(
   Layer.provideMerge(Vault.layer(masterKeys)),
   Layer.provideMerge(TestDatabase.layer)
 )
+
+/** A replica whose Vault counts what it seals (a secret created) and opens (a secret read). */
+const countingReplica = Effect.gen(function*() {
+  const vault = yield* Vault.Vault
+  const calls = { store: 0, open: 0 }
+  const counting = Vault.Vault.of({
+    ...vault,
+    store: (plaintext, aad) => Effect.zipRight(Effect.sync(() => calls.store++), vault.store(plaintext, aad)),
+    open: (id, aad, read) => Effect.zipRight(Effect.sync(() => calls.open++), vault.open(id, aad, read))
+  })
+  const service = yield* Effect.provide(SigningSecrets, SigningSecrets.Default.pipe(Layer.provide(Layer.succeed(Vault.Vault, counting))))
+  return { service, calls }
+})
 
 /** Another replica's service: its own Vault and cache over the same database. */
 const replica = Effect.provide(SigningSecrets, SigningSecrets.Default.pipe(Layer.provide(Vault.layer(masterKeys))))
@@ -137,6 +150,33 @@ describe("SigningSecrets", () => {
         expect([Redacted.value(third.current), ...Option.toArray(Option.map(third.previous, Redacted.value))]).not.toContain(first)
         const sealed = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM vault_secrets WHERE aad = ${JSON.stringify(["crm-relay/signing-secret/v1", account.id])}`
         expect(sealed[0]!.n).toBe(2)
+      }))
+
+    it.effect("a claim of deliveries meeting a cold cache costs one read: 64 asking at once for a new account create one secret and read it once, and 64 more after CACHE_TTL_MS read it once again", () =>
+      Effect.gen(function*() {
+        const account = yield* (yield* Accounts).create({ name: "Burst", mode: "live" })
+        const { calls, service } = yield* countingReplica
+        const burst = () =>
+          Effect.forEach(Array.from({ length: 64 }), () => Effect.map(service.signing(account.id), (set) => Redacted.value(set.current)), {
+            concurrency: "unbounded"
+          })
+        const first = yield* burst()
+        expect(new Set(first).size).toBe(1)
+        // One secret sealed, and opened once (read back after its creation).
+        expect(calls).toEqual({ store: 1, open: 1 })
+        yield* burst()
+        expect(calls).toEqual({ store: 1, open: 1 })
+        yield* TestClock.adjust(Duration.millis(CACHE_TTL_MS))
+        const again = yield* burst()
+        expect(again).toEqual(first)
+        expect(calls).toEqual({ store: 1, open: 2 })
+        // An unknown account is answered AccountNotFound to every asker, and nothing is kept for it.
+        const unknown = yield* Effect.forEach(
+          Array.from({ length: 8 }),
+          () => Effect.either(service.signing("0f8fad5b-d9cb-469f-a165-70867728950e")),
+          { concurrency: "unbounded" }
+        )
+        expect(unknown.map((r) => Either.isLeft(r) && r.left._tag)).toEqual(Array(8).fill("AccountNotFound"))
       }))
 
     it.effect("an unknown account has no secret (AccountNotFound), whatever the id looks like", () =>
