@@ -26,6 +26,7 @@ import outcomeEvents from "./0020_outcome_events.js"
 import noSubscriptionKey from "./0021_no_subscription_key.js"
 import finalAttempt from "./0022_final_attempt.js"
 import leanDeliveryIndexes from "./0023_lean_delivery_indexes.js"
+import claimByKey from "./0024_claim_by_key.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -51,5 +52,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0020_outcome_events": outcomeEvents,
   "0021_no_subscription_key": noSubscriptionKey,
   "0022_final_attempt": finalAttempt,
-  "0023_lean_delivery_indexes": leanDeliveryIndexes
+  "0023_lean_delivery_indexes": leanDeliveryIndexes,
+  "0024_claim_by_key": claimByKey
 }
