@@ -29,7 +29,45 @@ const scans = Effect.gen(function*() {
   return rows[0] ?? { seq_scan: 0, idx_scan: 0 }
 })
 
+/** Index entries of `deliveries_fair_due_idx` read so far in this transaction. */
+const fairIndexRead = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ read: number }>`
+    SELECT pg_stat_get_xact_tuples_returned('deliveries_fair_due_idx'::regclass)::int4 AS read`
+  return rows[0]?.read ?? 0
+})
+
 layer(Harness.layer, { timeout: "120 seconds" })("What a claim reads", (it) => {
+  it.effect(
+    "a session's claim plan, made while the backlog was small, still finds each row to lock by its key once the backlog is 20 000: the claim of 8 reads a few entries of the fair index, not the backlog",
+    () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const account = yield* Harness.account("Small first")
+        const { id: subscription } = yield* account.subscribe("https://receiver.localhost/claim-plan")
+        const at = new Date(yield* Clock.currentTimeMillis)
+        const backlog = (n: number, prefix: string) =>
+          sql`
+            INSERT INTO deliveries (account_id, subscription_id, event, call_id, target_url, payload, next_attempt_at)
+            SELECT ${account.id}, ${subscription}, 'lead', ${prefix} || n, 'https://receiver.localhost/claim-plan',
+              '{"event": "lead"}'::jsonb, ${at}
+            FROM generate_series(1, ${n}) AS n`
+        const queue = yield* JobQueue.make(table)
+        const shares: JobQueue.ClaimShares = { maxPerKey: 32, running: new Map() }
+        // One session throughout (a transaction): its first claim makes the plan, the later one reuses it.
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* backlog(4, "first-")
+          expect(yield* queue.claim(2, Duration.seconds(30), shares)).toHaveLength(2)
+          yield* backlog(BACKLOG, "grown-")
+          const before = yield* fairIndexRead
+          expect(yield* queue.claim(8, Duration.seconds(30), shares)).toHaveLength(8)
+          const read = (yield* fairIndexRead) - before
+          // The walk of the origins and the 8 due rows (with the 2 leased ones before them), not the backlog.
+          expect(read).toBeLessThan(200)
+        }))
+      })
+  )
+
   it.effect(
     "behind a backlog of 20 000 and beside 20 000 finished deliveries, a claim of 8 and the statement that finishes them read no row of the table by a sequential scan",
     () =>

@@ -12,6 +12,16 @@
  * deliveries/s on two cores, lower the more deliveries the table kept (until
  * the table grew big enough for the planner to give up the scan).
  *
+ * The same generic plan, made at a session's first claim, is kept for the
+ * session's life: made while the table held few pending rows, it could
+ * find each chosen row to lock through `deliveries_fair_due_idx` (its due
+ * time, then a filter on the id) instead of the primary key, a read of the
+ * whole backlog per row once the backlog grew (40 ms claims). The lock's
+ * re-check that the row is unfinished is now written so that no partial
+ * index of pending rows matches it (`status <> ALL (finished statuses)`, the
+ * same rows under the table's check): the primary key is the only index
+ * that finds the row.
+ *
  * `deliveries_finish_2` (0022) had the same plan for the rows it keeps in
  * the attempt log (a final attempt already on a row it overwrites, rare):
  * a join of the changed rows with `deliveries`, a sequential scan of the
@@ -62,7 +72,7 @@ BEGIN
     SELECT locked.id FROM (SELECT turns.id FROM turns ORDER BY turns.turn, turns.next_attempt_at LIMIT p_limit) AS pick
     CROSS JOIN LATERAL (
       SELECT d.id FROM deliveries AS d
-      WHERE d.id = pick.id AND d.status = 'pending' AND d.next_attempt_at <= p_at
+      WHERE d.id = pick.id AND d.status <> ALL (ARRAY['delivered', 'failed', 'ended']) AND d.next_attempt_at <= p_at
         AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= p_at)
       FOR UPDATE SKIP LOCKED
     ) AS locked
