@@ -44,7 +44,7 @@ layer(Harness.layer, { timeout: "120 seconds" })("What a claim reads", (it) => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const account = yield* Harness.account("Small first")
-        const { id: subscription } = yield* account.subscribe("https://receiver.localhost/claim-plan")
+        const subscription = yield* account.subscribe("https://receiver.localhost/claim-plan")
         const at = new Date(yield* Clock.currentTimeMillis)
         const backlog = (n: number, prefix: string) =>
           sql`
@@ -74,7 +74,7 @@ layer(Harness.layer, { timeout: "120 seconds" })("What a claim reads", (it) => {
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const account = yield* Harness.account()
-        const { id: subscription } = yield* account.subscribe("https://receiver.localhost/claim-cost")
+        const subscription = yield* account.subscribe("https://receiver.localhost/claim-cost")
         // What a busy install holds: finished deliveries (each with its final attempt on its row) and a backlog.
         yield* sql`
           INSERT INTO deliveries (account_id, subscription_id, event, call_id, target_url, payload, status, attempts,
