@@ -6,8 +6,9 @@
  * worker ran a sequential scan of it before, which capped a backlog's drain
  * (issue 35: 10 000 deliveries out at 2 000/s).
  *
- * The reads are counted by the database itself: `pg_stat_xact_user_tables`,
- * the scans of the current transaction.
+ * The reads are counted by the database itself, for the current
+ * transaction: `pg_stat_xact_user_tables` (the table's scans) and
+ * `pg_stat_get_xact_tuples_returned` (the fair index's entries read).
  */
 import { expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
