@@ -17,10 +17,12 @@ export const jobsRun = Metric.fromMetricKey(jobsKey)
 export const jobSeconds = Metric.fromMetricKey(secondsKey)
 
 /** Each result of an attempt and its `result` label: every value the label has. */
-export const JOB_RESULTS = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered", End: "ended" } as const satisfies Record<
-  JobResult["_tag"],
-  string
->
+export const JOB_RESULTS = {
+  Complete: "completed",
+  Retry: "retried",
+  DeadLetter: "dead_lettered",
+  End: "ended"
+} as const satisfies Record<JobResult["_tag"], string>
 
 /** The counter and the histogram of one queue and result. */
 export interface JobSeries {
