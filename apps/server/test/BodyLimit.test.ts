@@ -96,6 +96,16 @@ const naive = (port: number, head: string, body: { readonly size: number; readon
 const head = (method: string, target: string, headers: ReadonlyArray<readonly [string, string]>, size: number) =>
   `${method} ${target} HTTP/1.1\r\nHost: edge.test\r\n${headers.map(([n, v]) => `${n}: ${v}\r\n`).join("")}Content-Length: ${size}\r\n\r\n`
 
+/** Sends `data` and answers all that comes back until the server closes. */
+const rawText = (port: number, data: string) =>
+  Effect.async<string>((resume) => {
+    const socket = Net.connect({ port, host: "127.0.0.1" }, () => socket.write(data))
+    const received: Array<Buffer> = []
+    socket.on("data", (chunk) => received.push(chunk))
+    socket.on("error", () => undefined)
+    socket.on("close", () => resume(Effect.succeed(Buffer.concat(received).toString("latin1"))))
+  })
+
 /** Expects the client to have written `size` bytes and read the 413 with the Error object and `Connection: close`. */
 const expectTooLarge = (what: string, seen: Naive, size: number) => {
   expect([what, seen.writeError, seen.sent >= size]).toEqual([what, undefined, true])
@@ -139,6 +149,10 @@ layer(ServerLive, { excludeTestServices: true })("request bodies over the cap", 
       // No connection was refused for the budget (a refused one would fail its write too).
       expect(yield* counter(p.adminUrl, "crm_relay_public_connections_refused_total")).toBe(refusedBefore)
       for (const [what, naive, size] of seen.flat()) expectTooLarge(what, naive, size)
+      // A client that asks first (Expect: 100-continue) is refused before it sends the body: no 100 Continue.
+      const asked = yield* rawText(p.public, head("POST", "/subscribe", [auth, json, ["Expect", "100-continue"]], 8 * MiB))
+      expect(asked.startsWith("HTTP/1.1 413 ")).toBe(true)
+      expect(RawHttp.parseAnswers(Buffer.from(asked, "latin1")).answers.map((a) => [a.status, JSON.parse(a.body)])).toEqual([[413, TOO_LARGE]])
       // Without a key the body is refused all the same: its size is known before any key is checked.
       expectTooLarge("POST /subscribe without a key", yield* naive(p.public, head("POST", "/subscribe", [json], 2 * MiB), { size: 2 * MiB }), 2 * MiB)
       // The port keeps serving.

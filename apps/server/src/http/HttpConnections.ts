@@ -142,6 +142,12 @@ export const install = (
 
   LingeringClose.install(server, (socket) => latest.get(socket)?.req)
 
+  // A body over the cap is refused before the client sends it: no 100 Continue, the 413 at once.
+  server.on("checkContinue", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    if (!ErrorResponses.declaresTooLarge(request)) response.writeContinue()
+    server.emit("request", request, response)
+  })
+
   // An expectation Node does not know would be a bare 417: serve the request as if it had none.
   server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
     server.emit("request", request, response)
