@@ -73,7 +73,7 @@ export const declaresTooLarge = (request: BodyHeaders): boolean => Number(header
 
 /**
  * The answer to a body over `MAX_BODY_BYTES` (RFC 9110 §15.5.14): 413 with the Error object, and
- * `Connection: close`, since the rest of the body is not read (the server lingers; see LingeringClose).
+ * `Connection: close`: the rest of a declared body is never read (the server lingers, see the HTTP edge).
  */
 export const tooLarge = HttpServerResponse.unsafeJson({ error: TOO_LARGE }, { status: 413, headers: { connection: "close" } })
 
