@@ -175,7 +175,7 @@ layer(S.Live)("in-call API", (it) => {
       })
       expect([plainText.status, plainText.json]).toEqual(rejected("Content-Type must be application/json."))
       const tooLarge = yield* call(id, "contacts/search", { phone: "1".repeat(70 * 1024) })
-      expect([tooLarge.status, tooLarge.json]).toEqual(rejected(expect.stringContaining("larger than 64 KiB")))
+      expect([tooLarge.status, tooLarge.json]).toEqual(rejected(expect.stringContaining("larger than 65536 bytes")))
       expect(yield* S.bridgeRequestsSince(mark)).toEqual([])
       const unknown = yield* call("0f8fad5b-d9cb-469f-a165-70867728950e", "contacts/upsert", { contact })
       expect([unknown.status, unknown.json]).toEqual([

@@ -7,20 +7,21 @@
  * schemas, request-decoding failures as 400, unknown routes and methods as
  * 404, every other error the served API declares by its own schema and
  * status annotation (e.g. a 409 built with `Events.errorObject`), an
- * unreachable database as 502. It also caps request bodies, and reads a
+ * unreachable database as 502. It also caps request bodies (413, see
+ * `tooLarge`), reading them to the end so the answer is read, and reads a
  * request that sends nothing as `{}` (see EmptyBody). Strict (the
- * public port): only the API's exact pairs reach the router, bodies are read
- * to the end whatever their size, and no 500 or 503 is ever answered.
+ * public port): only the API's exact pairs reach the router, and no 500 or
+ * 503 is ever answered.
  */
 import { HttpApi, HttpApiBuilder, HttpApiSchema, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import { Events } from "@crm-relay/contract"
-import { Cause, Context, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
+import { Cause, Context, Data, Effect, Layer, Option, ParseResult, Predicate, Schema, type SchemaAST, Stream } from "effect"
 import * as EmptyBody from "./EmptyBody.js"
 
-/** Request bodies above this are refused with 400. */
+/** Request bodies above this are refused with 413 (see `tooLarge`). */
 export const MAX_BODY_BYTES = 64 * 1024
 
 /** Sentences for the cases whose wording depends on the API, and how strictly it is served. */
@@ -64,7 +65,23 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
 /** The 400 answer. */
 export const badRequest = (error: string) => json(400, encodeBadRequest(new Events.BadRequest({ error })))
 
-const TOO_LARGE = `The request body is larger than ${MAX_BODY_BYTES / 1024} KiB.`
+/** The sentence of a body over `MAX_BODY_BYTES`: what happened and what to do. */
+export const TOO_LARGE = `The request body is larger than ${MAX_BODY_BYTES} bytes, the most this server accepts; send a body of at most ${MAX_BODY_BYTES} bytes.`
+
+/** Whether `request` declares a body longer than `MAX_BODY_BYTES`. */
+export const declaresTooLarge = (request: BodyHeaders): boolean => Number(header(request, "content-length") ?? "0") > MAX_BODY_BYTES
+
+/**
+ * The answer to a body over `MAX_BODY_BYTES` (RFC 9110 §15.5.14): 413 with the Error object, and
+ * `Connection: close`: the rest of a declared body is never read (the server lingers, see the HTTP edge).
+ */
+export const tooLarge = HttpServerResponse.unsafeJson({ error: TOO_LARGE }, { status: 413, headers: { connection: "close" } })
+
+/**
+ * A body over `MAX_BODY_BYTES` found where only the contract's failures may be declared (the
+ * public key check): it travels as a defect and is answered `tooLarge`, a status of no endpoint's.
+ */
+export class BodyTooLarge extends Data.TaggedError("BodyTooLarge") {}
 const TOO_DEEP = `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`
 /** The 400 sentence of a body declared JSON that does not parse. */
 export const NOT_JSON = "The request body is not valid JSON."
@@ -124,17 +141,13 @@ export const nestedDeeperThan = (text: string, limit: number): boolean => {
  */
 export const guardJsonBody = (request: HttpServerRequest.HttpServerRequest): Effect.Effect<void, Events.BadRequest> => {
   if (!isJson(request)) return Effect.fail(new Events.BadRequest({ error: CONTENT_TYPE }))
-  if (Number(request.headers["content-length"] ?? "0") > MAX_BODY_BYTES) {
-    return Effect.fail(new Events.BadRequest({ error: TOO_LARGE }))
-  }
+  if (declaresTooLarge(request)) return Effect.die(new BodyTooLarge())
   return request.text.pipe(
     Effect.provideService(HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(MAX_BODY_BYTES))),
-    Effect.mapError((error) =>
-      new Events.BadRequest({
-        error: error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
-          ? TOO_LARGE
-          : "The request body could not be read."
-      })
+    Effect.catchAll((error) =>
+      error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+        ? Effect.die(new BodyTooLarge())
+        : Effect.fail(new Events.BadRequest({ error: "The request body could not be read." }))
     ),
     Effect.flatMap((text) =>
       nestedDeeperThan(text, MAX_JSON_DEPTH) ? Effect.fail(new Events.BadRequest({ error: TOO_DEEP })) : Effect.void
@@ -234,6 +247,13 @@ const refusal = (request: HttpServerRequest.HttpServerRequest, sentence: string,
     () => badRequest(sentence)
   )
 
+/** The answer to a body over `MAX_BODY_BYTES`: the route's own shape when it has one, else `tooLarge`; the connection closes. */
+const tooLargeFor = (request: HttpServerRequest.HttpServerRequest, messages: Messages) =>
+  Option.match(messages.refusedInput === undefined ? Option.none() : messages.refusedInput(request, TOO_LARGE), {
+    onNone: () => tooLarge,
+    onSome: (answer) => HttpServerResponse.setHeader(answer, "connection", "close")
+  })
+
 /** The Error-object response for `cause`. */
 export const toResponse = (
   cause: Cause.Cause<unknown>,
@@ -242,6 +262,7 @@ export const toResponse = (
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   const error = causeError(cause)
   // Refused input is answered by what the request declared; every other answer is the cause's alone.
+  if (error instanceof BodyTooLarge) return Effect.succeed(tooLargeFor(request, messages))
   if (!isTag("HttpApiDecodeError")(error) && !isTag("RequestError")(error)) return answerCause(cause, messages)
   const hasBody = request.method !== "GET" && request.method !== "HEAD" && request.method !== "DELETE"
   const refuse = (sentence: string) => Effect.succeed(refusal(request, sentence, messages))
@@ -252,7 +273,7 @@ export const toResponse = (
     return refuse(decodeMessage(issues, !hasBody))
   }
   const reason = (error as { cause?: unknown }).cause
-  if (reason instanceof Error && reason.message === "maxBytes exceeded") return refuse(TOO_LARGE)
+  if (reason instanceof Error && reason.message === "maxBytes exceeded") return Effect.succeed(tooLargeFor(request, messages))
   if (!isJson(request)) return refuse(CONTENT_TYPE)
   return refuse(NOT_JSON)
 }
@@ -381,12 +402,16 @@ export const layer = (messages: Messages): Layer.Layer<never> =>
     const notFound = json(404, encodeNotFound(new Events.NotFound({ error: messages.notFound })))
     return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (messages.serves !== undefined && !messages.serves(request.method, request.url)) return Effect.succeed(notFound)
-      // Strict: the API reads a body only after the key (guardJsonBody), so an oversize one is refused then.
-      // Otherwise a declared oversize body is refused before it is read (Node discards the rest);
-      // an undeclared (chunked) one is cut off by MaxBodySize while reading.
-      const declared = Number(request.headers["content-length"] ?? "0")
-      if (messages.strict !== true && declared > MAX_BODY_BYTES) return Effect.succeed(refusal(request, TOO_LARGE, messages))
-      const strict = messages.strict === true ? strictRequest(request) : EmptyBody.orEmptyObject(request)
+      // A declared oversize body is answered 413 before any router (HttpConnections); behind another
+      // edge, here. Strict: the API reads a body only after the key (guardJsonBody), so a chunked one over
+      // the cap is refused then; otherwise when its route reads it.
+      if (messages.strict !== true && declaresTooLarge(request)) return Effect.succeed(tooLargeFor(request, messages))
+      // A body is read to the end (kept up to the cap): the platform's capped reader would reset the connection.
+      const strict = messages.strict === true
+        ? strictRequest(request)
+        : hasBody(request)
+        ? drainingBody(request)
+        : EmptyBody.orEmptyObject(request)
       const app = strict === request ? capped : cappedWith(strict)
       const answer = Effect.catchAllCause(app, (cause) => toResponse(cause, request, messages))
       // Strict: even a defect of the answer itself is the contract's 502, not the server's bare 500.

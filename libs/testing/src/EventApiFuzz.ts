@@ -1,7 +1,8 @@
 /**
  * Generated requests against a public Event API port, and the checks every
  * answer must pass: a contract status (201, 204, 400, 401, 404, 429, 502 and
- * the 200 of GET /perform-list), the Error object on every error, and an
+ * the 200 of GET /perform-list, and HTTP's 413 for a body over the cap, which
+ * closes the connection), the Error object on every error, and an
  * oracle for the three pairs (valid key and body give 201, and so on).
  * Deterministic from a seed: the same seed sends the same bytes.
  *
@@ -17,7 +18,8 @@ export const USES_PER_KEY = 50
 
 const NOT_FOUND = "Not found: the Event API serves POST /subscribe, DELETE /subscribe/{id} and GET /perform-list."
 const UNAUTHORIZED = "The integration key is missing, invalid or disabled."
-const CONTRACT_STATUSES = new Set([200, 201, 204, 400, 401, 404, 429, 502])
+const CONTRACT_STATUSES = new Set([200, 201, 204, 400, 401, 404, 413, 429, 502])
+const TOO_LARGE = "The request body is larger than 65536 bytes, the most this server accepts; send a body of at most 65536 bytes."
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const MAX_BODY_BYTES = 64 * 1024
 const MAX_DEPTH = 32
@@ -53,7 +55,7 @@ interface Request {
   readonly expected: Expected
   /** GET /perform-list with a valid key: the 200 is an array. */
   readonly list: boolean
-  /** Sends `Connection: close` (only ever the last of a batch). */
+  /** Closes its connection: it sends `Connection: close` (only ever the last of a batch), or is answered 413. */
   readonly closes: boolean
 }
 
@@ -148,7 +150,9 @@ const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff
 const subscribeStatus = (contentType: string | undefined, text: string): number => {
   const media = (contentType ?? "").split(";")[0]!.trim().toLowerCase()
   if (media !== "application/json") return 400
-  if (Buffer.byteLength(text) > MAX_BODY_BYTES || depthOver(text)) return 400
+  // A chunked body is read (after the key) up to the cap: past it, 413.
+  if (Buffer.byteLength(text) > MAX_BODY_BYTES) return 413
+  if (depthOver(text)) return 400
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
@@ -262,8 +266,9 @@ const request = (r: Random, keys: KeyRing, last: boolean): Request => {
   if (r.chance(0.05)) headers.push(["Expect", "100-continue"])
   const closes = last && r.chance(0.2)
   if (closes) headers.push(["Connection", "close"])
+  const chunked = text !== undefined && r.chance(0.2)
   let bytes: Buffer
-  if (text !== undefined && r.chance(0.2)) {
+  if (text !== undefined && chunked) {
     // Chunked, in up to three chunks.
     const data = Buffer.from(text, "utf8")
     const cut = [0, r.int(data.length + 1), data.length].sort((a, b) => a - b)
@@ -276,7 +281,9 @@ const request = (r: Random, keys: KeyRing, last: boolean): Request => {
 
   let expected: Expected
   let list = false
-  if (!isServed) expected = { statuses: [404], error: NOT_FOUND }
+  // A length over the cap is answered 413 before anything else, whatever the path and key.
+  if (!chunked && text !== undefined && Buffer.byteLength(text) > MAX_BODY_BYTES) expected = { statuses: [413], error: TOO_LARGE }
+  else if (!isServed) expected = { statuses: [404], error: NOT_FOUND }
   else if (!valid) expected = { statuses: [401], error: UNAUTHORIZED }
   else if (finalMethod === "DELETE") expected = { statuses: [404] }
   else if (finalMethod === "GET") {
@@ -284,7 +291,8 @@ const request = (r: Random, keys: KeyRing, last: boolean): Request => {
     list = true
   } else expected = { statuses: [subscribeStatus(contentType, text ?? "")] }
   const describe = `${finalMethod} ${target.slice(0, 80)} [${headers.map(([n]) => n).join(",")}] ${JSON.stringify((text ?? "").slice(0, 60))}`
-  return { bytes, describe, head: finalMethod === "HEAD", expected, list, closes }
+  // A 413 closes the connection: nothing after it on the connection is answered.
+  return { bytes, describe, head: finalMethod === "HEAD", expected, list, closes: closes || expected.statuses[0] === 413 }
 }
 
 /** Malformed or unusual HTTP: each is answered 400 with the Error object (or as noted), never dropped unanswered. */
@@ -339,7 +347,9 @@ export const generate = (seed: number, count: number, keys: KeyRing): ReadonlyAr
       // Nothing follows a request that closes the connection.
       const malformed = !batch[size - 1]!.closes && r.chance(0.05) ? r.pick(MALFORMED.filter((m) => m[2] === undefined))[1] : undefined
       cases.push({ _tag: "Batch", requests: batch, malformed })
-      requests += size + (malformed === undefined ? 0 : 1)
+      // A request that closes the connection is the last one answered on it.
+      const closes = batch.findIndex((q) => q.closes)
+      requests += closes >= 0 ? closes + 1 : size + (malformed === undefined ? 0 : 1)
     }
   }
   return cases

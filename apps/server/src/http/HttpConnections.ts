@@ -6,15 +6,18 @@
  * HTTP, an `Expect` Node does not know, a missing Host and CONNECT are
  * answered with the Error object instead of Node's bare 400/408/417/431 or
  * a dropped connection. An absolute-form target is served as its origin-form
- * (see RequestTarget).
+ * (see RequestTarget). A body declared over `MAX_BODY_BYTES` is answered 413
+ * at once, before any router, on every path, and the connection closed with
+ * a lingering close (see LingeringClose) so that the client reads the answer.
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { ErrorResponses } from "@crm-relay/events"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as Http from "node:http"
 import type { Socket } from "node:net"
 import type { Duplex } from "node:stream"
+import * as LingeringClose from "./LingeringClose.js"
 import * as RequestTarget from "./RequestTarget.js"
 
 /** Node options of a server these rules apply to: a missing Host is answered by the rules, with the Error object. */
@@ -64,6 +67,26 @@ const MALFORMED: Record<string, string> = {
   HPE_HEADERS_TIMEOUT: "The request did not arrive in time."
 }
 
+/**
+ * The answer to a body over the cap, when a route answers refused input in a shape of its own (the
+ * in-call routes, `sentence` as the message); none for the 413 with the Error object.
+ */
+export type TooLarge = (method: string, url: string, sentence: string) => Option.Option<unknown>
+
+/** Answers `response` for a body over the cap (`tooLarge`'s shape or 413 with the Error object), closing its connection. */
+const answerTooLarge = (request: Http.IncomingMessage, response: Http.ServerResponse, tooLarge: TooLarge | undefined): void => {
+  const own = tooLarge === undefined
+    ? Option.none()
+    : tooLarge(request.method ?? "", request.url ?? "", ErrorResponses.TOO_LARGE)
+  const body = JSON.stringify(Option.getOrElse(own, () => ({ error: ErrorResponses.TOO_LARGE })))
+  response.writeHead(Option.isSome(own) ? 200 : 413, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    connection: "close"
+  })
+  response.end(body)
+}
+
 /** A complete raw answer with the Error object; the connection closes after it. */
 export const rawAnswer = (status: 400 | 404, error: string): string => {
   const body = JSON.stringify({ error })
@@ -83,9 +106,11 @@ export const install = (
     readonly onTimeout?: ((phase: "head" | "request") => void) | undefined
     /** Answers some requests at once, before any router (the public port's refused addresses). */
     readonly shortcut?: Shortcut | undefined
+    /** The answer to a body over the cap on routes with a shape of their own; 413 with the Error object elsewhere. */
+    readonly tooLarge?: TooLarge | undefined
   } = {}
 ): (app: HttpApp.Default) => HttpApp.Default => {
-  const { onTimeout, shortcut } = options
+  const { onTimeout, shortcut, tooLarge } = options
   // The latest response of each connection, and for each request the response it must wait for.
   const latest = new WeakMap<Duplex, Http.ServerResponse>()
   const predecessor = new WeakMap<Http.IncomingMessage, Http.ServerResponse>()
@@ -106,9 +131,22 @@ export const install = (
     const queued = previous !== undefined && !answered(previous)
     if (queued) predecessor.set(request, previous)
     latest.set(request.socket, response)
+    // Before any shortcut or router, whatever the path: the body is never read (Node discards it as it comes).
+    if (ErrorResponses.declaresTooLarge(request)) {
+      answerTooLarge(request, response, tooLarge)
+      return true
+    }
     // Node writes the responses of one connection in request order, so an early answer waits its turn.
     return shortcut !== undefined && shortcut(request, response, queued)
   }
+
+  LingeringClose.install(server, (socket) => latest.get(socket)?.req)
+
+  // A body over the cap is refused before the client sends it: no 100 Continue, the 413 at once.
+  server.on("checkContinue", (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    if (!ErrorResponses.declaresTooLarge(request)) response.writeContinue()
+    server.emit("request", request, response)
+  })
 
   // An expectation Node does not know would be a bare 417: serve the request as if it had none.
   server.on("checkExpectation", (request: Http.IncomingMessage, response: Http.ServerResponse) => {

@@ -152,6 +152,8 @@ export const layerWithDatabase = (options: ServeOptions) => {
     observe: { api: "internal", actor: "admin_token" },
     routes: Layer.merge(Metrics.route(options.adminToken), Reference.routes),
     tag: AdminAddress,
+    // The in-call routes answer a body over the cap as any refused input, in the shape the voice agent acts on.
+    tooLarge: InCallApiLive.rejection,
     // The outcome POST, one per call, before the router when plain.
     shortcut: OutcomePath.shortcut({ adminToken: InternalApiLive.tokenCheck(options.adminToken), messages: internalMessages })
   })

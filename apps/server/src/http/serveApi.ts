@@ -65,6 +65,8 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShort
   readonly connectionLimits?: { readonly limits: ConnectionLimits.ConnectionLimits; readonly listener: ConnectionLimits.Listener } | undefined
   /** Proxies whose X-Forwarded-For names the client address (see ClientAddress). */
   readonly trustedProxies?: ReadonlyArray<AddressPolicy.Cidr> | undefined
+  /** The answer to a body over the cap on routes that answer refused input in their own shape (see HttpConnections). */
+  readonly tooLarge?: HttpConnections.TooLarge | undefined
   /** Answers some requests before any router, logging its refusals through the access log's throttle. */
   readonly shortcut?: ((refusals: RefusalLog.RefusalLog) => Effect.Effect<HttpConnections.Shortcut, never, RShortcut>) | undefined
 }): Layer.Layer<
@@ -85,6 +87,7 @@ export const serveApi = <I, RApi, EApi, RRoutes = never, ERoutes = never, RShort
       })
       const inOrder = HttpConnections.install(server, options.messages.notFound, {
         shortcut,
+        tooLarge: options.tooLarge,
         onTimeout: guard === undefined
           ? undefined
           : (phase) => void Runtime.runFork(runtime)(Metric.increment(guard.listener.timedOut[phase]))

@@ -38,14 +38,17 @@ const routes = Object.values(InCallGroup.endpoints).map((endpoint) => ({
   path: new RegExp(`^${endpoint.path.replace(/:[^/]+/g, "[^/]+")}$`)
 }))
 
+/** The in-call answer to refused input (`sentence` says why) for `method` and `url`, an in-call route's; none for any other. */
+export const rejection = (method: string, url: string, sentence: string): Option.Option<Answers.Failure> => {
+  const path = url.split("?")[0] ?? ""
+  return routes.some((route) => route.method === method && route.path.test(path))
+    ? Option.some({ ok: false, reason: "rejected", message: sentence })
+    : Option.none()
+}
+
 /** The in-call answer to refused input (`sentence` says why), for an in-call route; none for any other. */
 export const refusedInput = (
   request: HttpServerRequest.HttpServerRequest,
   sentence: string
-): Option.Option<HttpServerResponse.HttpServerResponse> => {
-  const path = request.url.split("?")[0] ?? ""
-  const answer: Answers.Failure = { ok: false, reason: "rejected", message: sentence }
-  return routes.some((route) => route.method === request.method && route.path.test(path))
-    ? Option.some(HttpServerResponse.unsafeJson(answer))
-    : Option.none()
-}
+): Option.Option<HttpServerResponse.HttpServerResponse> =>
+  Option.map(rejection(request.method, request.url, sentence), (answer) => HttpServerResponse.unsafeJson(answer))
