@@ -14,6 +14,7 @@ import {
   RateLimited,
   SubscribeRequest,
   SubscribeResponse,
+  TooLarge,
   Unauthorized,
   Unavailable
 } from "./Events.js"
@@ -37,7 +38,7 @@ export class CurrentAccount extends Context.Tag("@crm-relay/contract/CurrentAcco
 export class IntegrationKeyAuth extends HttpApiMiddleware.Tag<IntegrationKeyAuth>()(
   "@crm-relay/contract/IntegrationKeyAuth",
   {
-    failure: Schema.Union(BadRequest.wire, Unauthorized.wire, RateLimited.wire, Unavailable.wire),
+    failure: Schema.Union(BadRequest.wire, Unauthorized.wire, RateLimited.wire, TooLarge.wire, Unavailable.wire),
     provides: CurrentAccount,
     security: {
       integrationKey: HttpApiSecurity.bearer.pipe(

@@ -188,6 +188,14 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
   static readonly wire = errorObject(this, 502, "The service could not be reached; retry reads later.")
 }
 
+/**
+ * 413: the request body is over the server's cap (RFC 9110 §15.5.14), answered before it is read, with
+ * `Connection: close`; on every route, so a client that sent too much always reads why.
+ */
+export class TooLarge extends Schema.TaggedError<TooLarge>()("TooLarge", ErrorFields) {
+  static readonly wire = errorObject(this, 413, "The request body is larger than the server accepts; send a smaller body.")
+}
+
 // ---------------------------------------------------------------------------
 // Events delivered to receivers
 // ---------------------------------------------------------------------------
