@@ -69,6 +69,9 @@ const ReceiversLive = Layer.scoped(
   })
 )
 
+/** Another receiver on 127.0.0.1 (`receiver.localhost` / `second.localhost`): an origin of its own, closed with the scope. */
+export const receiver = Effect.flatMap(tls, (material) => Receiver.make(material, "127.0.0.1"))
+
 /** Builds `layer` on the live clock (TestClock jumps must not expire a real exchange). */
 const onLiveClock = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
   Layer.scopedContext(Effect.withClock(Layer.build(layer), Clock.make()))

@@ -1,0 +1,198 @@
+/**
+ * Back in seconds, quiet while down (issue 40), end to end on a real
+ * database (PGlite, or PostgreSQL with DATABASE_URL): two delivery workers
+ * (replicas) share the queue; real HTTPS receivers on loopback fail for a
+ * while and come back; real time, no TestClock.
+ *
+ * The outages run once, side by side (one receiver, so one origin, each);
+ * the tests after the first read what they recorded.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Duration, Effect, Fiber } from "effect"
+import * as DeliveryWorker from "../src/DeliveryWorker.js"
+import * as OriginHealth from "../src/OriginHealth.js"
+import * as Harness from "./support/DeliveryHarness.js"
+import type * as Receiver from "./support/Receiver.js"
+
+/** The outage of the first two receivers. */
+const OUTAGE_MS = 90_000
+/** Held events of the plain outage. */
+const HELD = 200
+
+interface Recorded {
+  /** When the receiver began failing and when it answered again (real ms). */
+  readonly down: number
+  readonly back: number
+  /** Requests it answered while failing, and their arrival times. */
+  readonly whileDown: ReadonlyArray<Receiver.Received>
+  /** When the last event arrived after the return. */
+  readonly lastArrival: number
+  /** The events it was sent (delivery ids), and the ids it acknowledged. */
+  readonly sent: ReadonlyArray<string>
+  readonly acknowledged: ReadonlyArray<string>
+}
+
+const results: {
+  plain?: Recorded
+  retryAfter?: Recorded
+  poison?: {
+    readonly poisonAttempts: ReadonlyArray<number>
+    readonly healthyLatency: ReadonlyArray<number>
+    readonly healthy: number
+    readonly heldAtAnyTime: boolean
+  }
+} = {}
+
+const webhookIds = (requests: ReadonlyArray<Receiver.Received>) => requests.map((r) => r.headers["webhook-id"]!)
+
+/** Spreads `count` lead events of `accountId` over `spanMs`, in order; answers their delivery ids. */
+const trickle = (accountId: string, count: number, spanMs: number) =>
+  Effect.gen(function*() {
+    const ids: Array<string> = []
+    const start = Date.now()
+    for (let i = 0; i < count; i++) {
+      ids.push(...(yield* Harness.lead(accountId)))
+      const due = start + ((i + 1) * spanMs) / count
+      const wait = due - Date.now()
+      if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+    }
+    return ids
+  })
+
+/**
+ * A receiver failing with `failing` for OUTAGE_MS while `count` events arrive, then answering 204 until every
+ * event arrived.
+ */
+const outage = (name: string, failing: Receiver.Answer, count: number) =>
+  Effect.gen(function*() {
+    const receiver = yield* Harness.receiver
+    const account = yield* Harness.account(name)
+    receiver.script("/hook", [failing])
+    yield* account.subscribe(receiver.url("/hook", "receiver.localhost"))
+    const down = Date.now()
+    const sent = yield* trickle(account.id, count, OUTAGE_MS - 5_000)
+    const left = down + OUTAGE_MS - Date.now()
+    if (left > 0) yield* Effect.sleep(Duration.millis(left))
+    const whileDown = [...receiver.received("/hook")]
+    receiver.script("/hook", [{ status: 204 }])
+    const back = Date.now()
+    const acknowledgedOf = () => receiver.received("/hook").slice(whileDown.length)
+    yield* Harness.eventually(Effect.sync(() => new Set(webhookIds(acknowledgedOf())).size >= sent.length), Duration.minutes(3))
+    const after = acknowledgedOf()
+    return {
+      down,
+      back,
+      whileDown,
+      lastArrival: Math.max(...after.map((r) => r.at)),
+      sent,
+      acknowledged: webhookIds(after)
+    } satisfies Recorded
+  })
+
+/** One account's receiver rejects one message only; another account's events to the same origin go on. */
+const poison = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const receiver = yield* Harness.receiver
+  const rejecting = yield* Harness.account("Rejects one body")
+  const healthy = yield* Harness.account("Healthy neighbour")
+  receiver.script("/poison", [{ status: 500 }])
+  receiver.script("/ok", [{ status: 204 }])
+  yield* rejecting.subscribe(receiver.url("/poison", "receiver.localhost"))
+  yield* healthy.subscribe(receiver.url("/ok", "receiver.localhost"))
+  const origin = `https://receiver.localhost:${receiver.port}`
+  let heldAtAnyTime = false
+  const watch = Effect.gen(function*() {
+    const rows = yield* sql<{ held: boolean }>`SELECT failing_since IS NOT NULL AS held FROM origin_health WHERE origin = ${origin}`
+    if (rows[0]?.held === true) heldAtAnyTime = true
+  }).pipe(Effect.orDie, Effect.zipRight(Effect.sleep(Duration.millis(200))), Effect.forever, Effect.fork)
+  const watching = yield* watch
+  yield* Harness.lead(rejecting.id)
+  const created: Array<number> = []
+  for (let i = 0; i < 30; i++) {
+    created.push(Date.now())
+    yield* Harness.lead(healthy.id)
+    yield* Effect.sleep(Duration.seconds(2))
+  }
+  yield* Harness.eventually(Effect.sync(() => receiver.received("/ok").length >= 30), Duration.minutes(1))
+  yield* Fiber.interrupt(watching)
+  const arrivals = receiver.received("/ok").map((r) => r.at)
+  return {
+    poisonAttempts: receiver.received("/poison").map((r) => r.at),
+    healthyLatency: arrivals.map((at, i) => at - created[i]!),
+    healthy: arrivals.length,
+    heldAtAnyTime
+  }
+})
+
+layer(Harness.layer, { excludeTestServices: true, timeout: "10 minutes" })("Receiver origins held while they fail", (it) => {
+  describe("two replicas, three receivers failing side by side", () => {
+    it.effect("the outages run (a 90 s one with 200 events, a 90 s one answering Retry-After: 20, a message only its receiver rejects)", () =>
+      Effect.gen(function*() {
+        // Two replicas of the delivery worker on one database, as two processes would be.
+        const replicas = yield* Effect.forEach([1, 2], () =>
+          DeliveryWorker.run({ pollInterval: Duration.seconds(1) }).pipe(Effect.fork))
+        const [plain, retryAfter, rejected] = yield* Effect.all([
+          outage("Plain outage", { status: 503 }, HELD),
+          outage("Retry-After", { status: 503, headers: { "retry-after": "20" } }, 50),
+          poison
+        ], { concurrency: "unbounded" })
+        yield* Fiber.interruptAll(replicas)
+        results.plain = plain
+        results.retryAfter = retryAfter
+        results.poison = rejected
+      }).pipe(Effect.scoped), 600_000)
+
+    it.effect("Recovery in seconds: after a 90 s outage, all 200 held events arrive within 10 s of the receiver's return", () =>
+      Effect.sync(() => {
+        const r = results.plain!
+        expect(new Set(r.acknowledged)).toEqual(new Set(r.sent))
+        expect(r.lastArrival - r.back).toBeLessThanOrEqual(10_000)
+      }))
+
+    it.effect("Quiet while down: at most 32 + 2 per 5 s of outage requests reach the failing receiver, and after the first failures one probe per interval across both replicas", () =>
+      Effect.sync(() => {
+        const r = results.plain!
+        const outageSeconds = (r.back - r.down) / 1000
+        expect(r.whileDown.length).toBeLessThanOrEqual(32 + 2 * Math.ceil(outageSeconds / 5))
+        // Once held, the requests are probes: never two within a probe interval (5 s at first), whichever replica sent them.
+        const probes = r.whileDown.slice(-8).map((q) => q.at)
+        for (let i = 1; i < probes.length; i++) {
+          expect(probes[i]! - probes[i - 1]!).toBeGreaterThanOrEqual(Duration.toMillis(OriginHealth.DEFAULT_PROBE_POLICY.first) - 250)
+        }
+      }))
+
+    it.effect("Nothing is lost, and each event stays under one webhook-id: every held event is acknowledged once, under its delivery id", () =>
+      Effect.sync(() => {
+        for (const r of [results.plain!, results.retryAfter!]) {
+          expect([...r.acknowledged].sort()).toEqual([...new Set(r.acknowledged)].sort())
+          expect(new Set(r.acknowledged)).toEqual(new Set(r.sent))
+        }
+      }))
+
+    it.effect("A Retry-After on a 503 sets the probe interval: about one request per 20 s while down, and everything arrives within 20 + 10 s of the return", () =>
+      Effect.sync(() => {
+        const r = results.retryAfter!
+        const outageSeconds = (r.back - r.down) / 1000
+        // The failures before the origin was held, then one probe per 20 s.
+        expect(r.whileDown.length).toBeLessThanOrEqual(3 + Math.ceil(outageSeconds / 20) + 1)
+        const tail = r.whileDown.slice(3).map((q) => q.at)
+        for (let i = 1; i < tail.length; i++) expect(tail[i]! - tail[i - 1]!).toBeGreaterThanOrEqual(19_000)
+        expect(r.lastArrival - r.back).toBeLessThanOrEqual(30_000)
+      }))
+
+    it.effect("A message that only the receiver rejects keeps its own schedule and holds nobody up: its neighbours on the same origin are delivered at once", () =>
+      Effect.sync(() => {
+        const r = results.poison!
+        expect(r.healthy).toBe(30)
+        expect(r.heldAtAnyTime).toBe(false)
+        // Every healthy event within seconds of its creation, not a probe interval later.
+        expect(Math.max(...r.healthyLatency)).toBeLessThan(4_000)
+        // Its own schedule: the first attempt, the retry after 5 s (±20 %), then nothing for 5 minutes.
+        expect(r.poisonAttempts.length).toBe(2)
+        const gap = r.poisonAttempts[1]! - r.poisonAttempts[0]!
+        expect(gap).toBeGreaterThanOrEqual(3_900)
+        expect(gap).toBeLessThan(30_000)
+      }))
+  })
+})
