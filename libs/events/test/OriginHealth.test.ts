@@ -10,6 +10,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration, Effect, Fiber, Logger, LogLevel } from "effect"
+import { Deliveries } from "../src/Deliveries.js"
 import * as DeliveryWorker from "../src/DeliveryWorker.js"
 import * as OriginHealth from "../src/OriginHealth.js"
 import * as Harness from "./support/DeliveryHarness.js"
@@ -28,6 +29,9 @@ interface Recorded {
   readonly whileDown: ReadonlyArray<Receiver.Received>
   /** When the last event arrived after the return. */
   readonly lastArrival: number
+  /** The account's listing half way through the outage: how many pending deliveries said they were held, and how many of those had made no attempt. */
+  readonly listedHeld: number
+  readonly listedHeldUnattempted: number
   /** The events it was sent (delivery ids), and the ids it acknowledged. */
   readonly sent: ReadonlyArray<string>
   readonly acknowledged: ReadonlyArray<string>
@@ -75,7 +79,13 @@ const outage = (name: string, failing: Receiver.Answer, count: number) =>
     receiver.script("/hook", [failing])
     yield* account.subscribe(receiver.url("/hook", "receiver.localhost"))
     const down = Date.now()
-    const sent = yield* trickle(account.id, count, OUTAGE_MS - 5_000)
+    const listing = Effect.gen(function*() {
+      yield* Effect.sleep(Duration.millis(OUTAGE_MS / 2))
+      const page = yield* (yield* Deliveries).list(account.id, { limit: 200, status: "pending" })
+      const held = page.deliveries.filter((d) => d.held_since !== null && d.held_next_try_at !== null)
+      return { held: held.length, unattempted: held.filter((d) => d.attempts === 0 && d.last_attempt_at === null).length }
+    })
+    const [sent, listed] = yield* Effect.all([trickle(account.id, count, OUTAGE_MS - 5_000), listing], { concurrency: 2 })
     const left = down + OUTAGE_MS - Date.now()
     if (left > 0) yield* Effect.sleep(Duration.millis(left))
     const whileDown = [...receiver.received("/hook")]
@@ -89,6 +99,8 @@ const outage = (name: string, failing: Receiver.Answer, count: number) =>
       back,
       whileDown,
       lastArrival: Math.max(...after.map((r) => r.at)),
+      listedHeld: listed.held,
+      listedHeldUnattempted: listed.unattempted,
       sent,
       acknowledged: webhookIds(after)
     } satisfies Recorded
@@ -170,6 +182,13 @@ layer(Harness.layer, { excludeTestServices: true, timeout: "10 minutes" })("Rece
         for (let i = 1; i < probes.length; i++) {
           expect(probes[i]! - probes[i - 1]!).toBeGreaterThanOrEqual(Duration.toMillis(OriginHealth.DEFAULT_PROBE_POLICY.first) - 250)
         }
+      }))
+
+    it.effect("The listing stays truthful: held deliveries say since when their receiver has been failing and when the next try is, and a held event shows no attempt it did not make", () =>
+      Effect.sync(() => {
+        const r = results.plain!
+        expect(r.listedHeld).toBeGreaterThan(10)
+        expect(r.listedHeldUnattempted).toBeGreaterThan(10)
       }))
 
     it.effect("Nothing is lost, and each event stays under one webhook-id: every held event is acknowledged once, under its delivery id", () =>
