@@ -8,7 +8,7 @@
  * runs the exchange under the chosen policy, and believes only a receipt that
  * passes the operation's checks (Operation rules 1–6).
  */
-import { Cause, Context, Effect, Either, Exit, Layer, Metric, MetricBoundaries, MetricLabel, Option, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Metric, MetricBoundaries, MetricKey, MetricLabel, Option, Schema } from "effect"
 import type { ParseResult } from "effect"
 import { Operations, Resources, Validation, Values } from "@crm-relay/contract"
 import type { BridgeError } from "./BridgeError.js"
@@ -102,25 +102,77 @@ const validator = <A, I>(schema: Schema.Schema<A, I>, operation: Operations.Oper
   return (request: unknown): Either.Either<A, Permanent> => Either.mapLeft(decode(request), refuse)
 }
 
-/** Bridge exchanges (each attempt) by operation, transport and outcome (metric). */
-export const exchanges = Metric.counter("crm_relay_bridge_exchanges_total", {
-  description: "Bridge exchanges (each attempt) by operation, transport and outcome (ok, conflict, transient, auth, permanent, interrupted).",
+const exchangesKey = MetricKey.counter("crm_relay_bridge_exchanges_total", {
+  description: "Bridge exchanges (each attempt) by operation, transport and outcome (ok, conflict, transient, auth, permanent, interrupted, defect).",
   incremental: true
 })
-/** Bridge exchange latency, by operation, transport and outcome (metric). */
-export const exchangeSeconds = Metric.histogram(
+const secondsKey = MetricKey.histogram(
   "crm_relay_bridge_exchange_duration_seconds",
   MetricBoundaries.fromIterable([0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]),
   "Bridge exchange latency in seconds (each attempt, receipt check included), by operation, transport and outcome."
 )
+/** Bridge exchanges (each attempt) by operation, transport and outcome (metric). */
+export const exchanges = Metric.fromMetricKey(exchangesKey)
+/** Bridge exchange latency, by operation, transport and outcome (metric). */
+export const exchangeSeconds = Metric.fromMetricKey(secondsKey)
 
-const outcomeOf = (exit: Exit.Exit<unknown, BridgeError>): string =>
+/** Every outcome of one exchange: the `outcome` label's values. */
+export const OUTCOMES = ["ok", "conflict", "transient", "auth", "permanent", "interrupted", "defect"] as const
+/** How one exchange ended, as the metrics name it. */
+export type Outcome = typeof OUTCOMES[number]
+
+// Each BridgeError's outcome: a new error tag fails typecheck until it is given one.
+const failureOutcome = {
+  Conflict: "conflict",
+  Transient: "transient",
+  Auth: "auth",
+  Permanent: "permanent"
+} as const satisfies Record<BridgeError["_tag"], Outcome>
+
+const outcomeOf = (exit: Exit.Exit<unknown, BridgeError>): Outcome =>
   Exit.isSuccess(exit)
     ? "ok"
     : Option.match(Cause.failureOption(exit.cause), {
       onNone: () => (Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"),
-      onSome: (error) => error._tag.toLowerCase()
+      onSome: (error) => failureOutcome[error._tag]
     })
+
+/** The counter and the latency histogram of one operation, transport and outcome. */
+export interface ExchangeSeries {
+  readonly count: Metric.Metric.Counter<number>
+  readonly seconds: Metric.Metric.Histogram<number>
+}
+
+/** A transport's exchange series, one per operation (`OPERATIONS`) and outcome (`OUTCOMES`). */
+export type TransportSeries = { readonly [O in Operations.OperationName]: { readonly [X in Outcome]: ExchangeSeries } }
+
+const fromValues = <K extends string, V>(keys: ReadonlyArray<K>, make: (key: K) => V) =>
+  Object.fromEntries(keys.map((key) => [key, make(key)])) as { readonly [P in K]: V }
+
+// Made once per transport kind (the registry's kinds are few and fixed at start), each series a
+// metric of its full key, so an update finds its hook without building a key.
+const seriesByKind = new Map<string, TransportSeries>()
+
+/** The exchange series of transport `kind` (the `transport` label: a kind of the TransportRegistry). */
+export const exchangeSeries = (kind: string): TransportSeries => {
+  let series = seriesByKind.get(kind)
+  if (series === undefined) {
+    series = fromValues(Operations.OPERATIONS, (operation) =>
+      fromValues(OUTCOMES, (outcome) => {
+        const labels = [
+          MetricLabel.make("operation", operation),
+          MetricLabel.make("transport", kind),
+          MetricLabel.make("outcome", outcome)
+        ]
+        return {
+          count: Metric.fromMetricKey(MetricKey.taggedWithLabels(exchangesKey, labels)),
+          seconds: Metric.fromMetricKey(MetricKey.taggedWithLabels(secondsKey, labels))
+        }
+      }))
+    seriesByKind.set(kind, series)
+  }
+  return series
+}
 
 const validateCapabilities = validator(Operations.CapabilitiesRequest, "capabilities")
 const validateSearch = validator(Operations.ContactsSearchRequest, "contacts.search")
@@ -138,21 +190,16 @@ export const make = (options: { readonly tenantId: string }) =>
     const common = { tenant_id: tenantId, contract_version: Values.CONTRACT_VERSION }
     const clock = yield* Effect.clock
 
+    const series = exchangeSeries(transport.kind)
+
     // Counts and times one attempt (outside any retry, so each attempt is one sample).
     const observed = <A>(operation: Operations.OperationName, attempt: Effect.Effect<A, BridgeError>) =>
       Effect.suspend(() => {
         const started = clock.unsafeCurrentTimeNanos()
         return Effect.onExit(attempt, (exit) => {
-          const labels = [
-            MetricLabel.make("operation", operation),
-            MetricLabel.make("transport", transport.kind),
-            MetricLabel.make("outcome", outcomeOf(exit))
-          ]
+          const observe = series[operation][outcomeOf(exit)]
           const seconds = Number(clock.unsafeCurrentTimeNanos() - started) / 1e9
-          return Effect.zipRight(
-            Metric.update(Metric.taggedWithLabels(exchanges, labels), 1),
-            Metric.update(Metric.taggedWithLabels(exchangeSeconds, labels), seconds)
-          )
+          return Effect.zipRight(Metric.increment(observe.count), Metric.update(observe.seconds, seconds))
         })
       })
 

@@ -13,7 +13,7 @@ import type { ConfigError } from "effect"
 import { isIP } from "node:net"
 import * as AddressPolicy from "./AddressPolicy.js"
 import { DnsResolver } from "./DnsResolver.js"
-import { refusals } from "./Egress.js"
+import { refusalsByReason } from "./Egress.js"
 import * as EgressConfig from "./EgressConfig.js"
 import { addressRefusal } from "./internal/egress/addressRefusal.js"
 import { EgressNetworkError, EgressRefused } from "./internal/egress/EgressError.js"
@@ -161,7 +161,7 @@ const make = (policy: AddressPolicy.AddressPolicy) =>
           error._tag === "EgressRefused"
             ? Effect.logWarning(error.message).pipe(
               Effect.annotateLogs({ purpose: `broker_${protocol}`, reason: error.reason }),
-              Effect.zipRight(Metric.update(Metric.tagged(refusals, "reason", error.reason), 1))
+              Effect.zipRight(Metric.increment(refusalsByReason[error.reason]))
             )
             : Effect.void
         ),

@@ -29,7 +29,14 @@ import * as AddressPolicy from "./AddressPolicy.js"
 import { DnsResolver } from "./DnsResolver.js"
 import * as EgressConfig from "./EgressConfig.js"
 import { makeDeadlines } from "./internal/egress/Deadlines.js"
-import { type EgressError, type EgressRefused, EgressTimeout, MAX_BODY_BYTES } from "./internal/egress/EgressError.js"
+import {
+  type EgressError,
+  type EgressRefused,
+  EgressTimeout,
+  MAX_BODY_BYTES,
+  REFUSAL_REASONS,
+  type RefusalReason
+} from "./internal/egress/EgressError.js"
 import { exchange, type StaleConnection } from "./internal/egress/exchange.js"
 import { makePinnedConnector } from "./internal/egress/pinnedConnector.js"
 import {
@@ -50,6 +57,7 @@ export {
   isEgressError,
   MAX_BODY_BYTES,
   type NetworkFailureKind,
+  REFUSAL_REASONS,
   type RefusalReason
 } from "./internal/egress/EgressError.js"
 export type { EgressMethod, EgressRequest, EgressRequestOptions } from "./internal/egress/prepareRequest.js"
@@ -132,6 +140,10 @@ export const refusals = Metric.counter("crm_relay_egress_refusals_total", {
   description: "Outbound requests refused by the egress policy before any connection, by reason.",
   incremental: true
 })
+/** The refusal counter of each reason (`REFUSAL_REASONS`): the only series it has, each exported from the start. */
+export const refusalsByReason = Object.fromEntries(
+  REFUSAL_REASONS.map((reason) => [reason, Metric.tagged(refusals, "reason", reason)])
+) as { readonly [R in RefusalReason]: Metric.Metric.Counter<number> }
 
 /** Most URL checks `send` keeps. */
 const MAX_TARGETS = 4096
@@ -182,7 +194,7 @@ const make = Effect.fnUntraced(function*(settings: Settings) {
     error._tag === "EgressRefused"
       ? Effect.logWarning(error.message).pipe(
         Effect.annotateLogs({ purpose: request.options?.purpose ?? "unspecified", reason: error.reason }),
-        Effect.zipRight(Metric.update(Metric.tagged(refusals, "reason", error.reason), 1))
+        Effect.zipRight(Metric.increment(refusalsByReason[error.reason]))
       )
       : Effect.void
 

@@ -18,8 +18,12 @@ export const lookups = Metric.counter("crm_relay_oauth_token_cache_lookups_total
   description: "OAuth access-token cache lookups by result: hit (a cached token was used) or miss (a new grant was requested).",
   incremental: true
 })
-const hit = Metric.tagged(lookups, "result", "hit")
-const miss = Metric.tagged(lookups, "result", "miss")
+/** The lookup counter of each result, `hit` and `miss`: the only series it has, each exported from the start. */
+export const lookupsByResult = {
+  hit: Metric.tagged(lookups, "result", "hit"),
+  miss: Metric.tagged(lookups, "result", "miss")
+} as const
+const { hit, miss } = lookupsByResult
 
 interface Slot {
   readonly lock: Effect.Semaphore

@@ -54,6 +54,9 @@ export class TransportRegistry extends Context.Tag("@crm-relay/bridge/TransportR
     }))
   }
 
+  /** The entries of `Default`: the two contract transports. */
+  static readonly defaultEntries: ReadonlyArray<TransportEntry> = [RestTransport.entry, McpTransport.entry]
+
   /** The two contract transports: `rest` and `mcp`. */
-  static readonly Default: Layer.Layer<TransportRegistry> = TransportRegistry.make(RestTransport.entry, McpTransport.entry)
+  static readonly Default: Layer.Layer<TransportRegistry> = TransportRegistry.make(...TransportRegistry.defaultEntries)
 }

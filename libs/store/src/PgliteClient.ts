@@ -21,6 +21,7 @@ import { Context, Effect, Layer, Scope, Stream } from "effect"
 import { parserFor, prepareValue } from "./internal/valueTypes.js"
 import * as Carried from "./Carried.js"
 import * as DataDirLock from "./DataDirLock.js"
+import * as PgliteCrash from "./PgliteCrash.js"
 import * as V8Flags from "./V8Flags.js"
 
 /** A `SqlClient` over one PGlite instance, plus what a notifier needs. */
@@ -188,11 +189,14 @@ export const open = (options: {
     // Loaded only here: a process on PostgreSQL (or a CLI command that prints help) never loads PGlite.
     baselineWasmOnly()
     const { PGlite } = yield* Effect.promise(() => import("@electric-sql/pglite"))
+    // A crashed instance ends the process (see PgliteCrash); a supervisor starts it again.
+    const crashWatch = yield* PgliteCrash.exitOnCrash
     return yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: async () =>
           PGlite.create({
             ...(await carriedFiles()),
+            extensions: { crashWatch },
             startParams: startParams(PGlite.defaultStartParams),
             ...(options.dataDir !== undefined ? { dataDir: options.dataDir } : {}),
             ...(options.loadDataDir !== undefined ? { loadDataDir: options.loadDataDir } : {})

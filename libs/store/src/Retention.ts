@@ -75,17 +75,26 @@ export const validate = (policy: RetentionPolicy): Effect.Effect<RetentionPolicy
   return Effect.succeed(policy)
 }
 
+/** The tables retention deletes rows of: the `table` label's values of `prunedRows`. */
+export const PRUNED_TABLES = ["deliveries", "delivery_attempts", "events", "crm_push_jobs", "crm_push_receipts"] as const
+/** A table retention deletes rows of. */
+export type PrunedTable = typeof PRUNED_TABLES[number]
+/** The tables whose oldest kept row retention reports: the `table` label's values of `oldestKept`. */
+export const KEPT_TABLES = ["deliveries", "events", "crm_push_jobs"] as const
+/** A table whose oldest kept row retention reports. */
+export type KeptTable = typeof KEPT_TABLES[number]
+
 /** One kind of finished row and the rows that reference it. */
 interface Pruned {
   /** The `table` label of the metrics. */
-  readonly table: string
+  readonly table: KeptTable
   /** Deletes one batch of rows finished before `cutoff`; answers rows deleted by table. */
-  readonly batch: (sql: SqlClient.SqlClient, cutoff: Date, limit: number) => Effect.Effect<Record<string, number>, unknown>
+  readonly batch: (sql: SqlClient.SqlClient, cutoff: Date, limit: number) => Effect.Effect<Partial<Record<PrunedTable, number>>, unknown>
   /** The time the oldest finished row kept was created (or last changed), if any. */
   readonly oldest: (sql: SqlClient.SqlClient) => Effect.Effect<Date | null, unknown>
 }
 
-const counted = (rows: ReadonlyArray<Record<string, unknown>>, parent: string, child: string) => ({
+const counted = (rows: ReadonlyArray<Record<string, unknown>>, parent: PrunedTable, child: PrunedTable): Partial<Record<PrunedTable, number>> => ({
   [parent]: Number(rows[0]?.["parents"] ?? 0),
   [child]: Number(rows[0]?.["children"] ?? 0)
 })
@@ -98,8 +107,8 @@ const counted = (rows: ReadonlyArray<Record<string, unknown>>, parent: string, c
  * its end).
  */
 const withChildren = (spec: {
-  readonly table: string
-  readonly child: string
+  readonly table: KeptTable
+  readonly child: PrunedTable
   readonly childKey: string
   readonly doomed: (sql: SqlClient.SqlClient, cutoff: Date, limit: number) => Statement.Fragment
   readonly oldest: Pruned["oldest"]
@@ -202,6 +211,10 @@ export const prunedRows = Metric.counter("crm_relay_retention_pruned_rows_total"
   description: "Finished rows deleted by retention, by table (deliveries, delivery_attempts, events, crm_push_jobs, crm_push_receipts).",
   incremental: true
 })
+/** The pruned-rows counter of each table of `PRUNED_TABLES`: the only series it has, each exported from the start. */
+export const prunedRowsByTable = Object.fromEntries(
+  PRUNED_TABLES.map((table) => [table, Metric.tagged(prunedRows, "table", table)])
+) as { readonly [T in PrunedTable]: Metric.Metric.Counter<number> }
 /** Delivery payloads dropped before their rows (metric): a delivery's own, or an event's that its deliveries send. */
 export const droppedPayloads = Metric.counter("crm_relay_retention_dropped_payloads_total", {
   description: "Delivery payloads dropped by retention before their rows (RETENTION_PAYLOAD_PERIOD): a delivery's own, or an event's.",
@@ -211,11 +224,15 @@ export const droppedPayloads = Metric.counter("crm_relay_retention_dropped_paylo
 export const oldestKept = Metric.gauge("crm_relay_retention_oldest_row_age_seconds", {
   description: "Age in seconds of the oldest finished row kept, by table (deliveries and events: created, crm_push_jobs: last changed); 0 when none."
 })
+/** The oldest-row gauge of each table of `KEPT_TABLES`: the only series it has, each exported from the start. */
+export const oldestKeptByTable = Object.fromEntries(
+  KEPT_TABLES.map((table) => [table, Metric.tagged(oldestKept, "table", table)])
+) as { readonly [T in KeptTable]: Metric.Metric.Gauge<number> }
 
 /** What one round did. */
 export interface RoundResult {
   /** Rows deleted, by table. */
-  readonly pruned: Readonly<Record<string, number>>
+  readonly pruned: Readonly<Partial<Record<PrunedTable, number>>>
   readonly payloadsDropped: number
   /** Batches run (statements that deleted or dropped something, and the last empty one of each kind). */
   readonly batches: number
@@ -232,15 +249,17 @@ export const round = (policy: RetentionPolicy): Effect.Effect<RoundResult, never
     const now = yield* Clock.currentTimeMillis
     const cutoff = new Date(now - Duration.toMillis(policy.period))
     const payloadCutoff = new Date(now - Duration.toMillis(policy.payloadPeriod))
-    const pruned: Record<string, number> = {}
+    const pruned: Partial<Record<PrunedTable, number>> = {}
     let batches = 0
     for (const kind of [deliveries, events, pushJobs]) {
       for (;;) {
         const deleted = yield* kind.batch(sql, cutoff, policy.batchSize)
         batches++
-        for (const [table, n] of Object.entries(deleted)) {
+        for (const table of PRUNED_TABLES) {
+          const n = deleted[table]
+          if (n === undefined) continue
           pruned[table] = (pruned[table] ?? 0) + n
-          if (n > 0) yield* Metric.incrementBy(Metric.tagged(prunedRows, "table", table), n)
+          if (n > 0) yield* Metric.incrementBy(prunedRowsByTable[table], n)
         }
         if ((deleted[kind.table] ?? 0) < policy.batchSize) break
         yield* Effect.sleep(policy.pause)
@@ -262,7 +281,7 @@ export const round = (policy: RetentionPolicy): Effect.Effect<RoundResult, never
     for (const kind of [deliveries, events, pushJobs]) {
       const oldest = yield* kind.oldest(sql)
       const age = oldest === null ? 0 : Math.max(0, (now - new Date(oldest).getTime()) / 1000)
-      yield* Metric.set(Metric.tagged(oldestKept, "table", kind.table), age)
+      yield* Metric.set(oldestKeptByTable[kind.table], age)
     }
     return { pruned, payloadsDropped, batches }
   }).pipe(Effect.orDie, Effect.withSpan("Retention.round"))

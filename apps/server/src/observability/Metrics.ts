@@ -3,9 +3,10 @@
  * metric of Effect's `Metric` registry (each defined next to what it counts:
  * HTTP requests in the access middleware, bridge exchanges, egress refusals
  * and the OAuth token cache in @crm-relay/bridge, rate-limit refusals and
- * deliveries in @crm-relay/events, push jobs in @crm-relay/calls), plus
+ * deliveries in @crm-relay/events, job runs and retention in @crm-relay/store), plus
  * gauges computed at each scrape: the job queues' depth and oldest due job
  * (one statement per queue) and the process (memory, CPU, event loop).
+ * Every declared series (Series) is there from the start, at 0.
  * Guarded like the rest of the internal API: Bearer ADMIN_TOKEN.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -17,6 +18,7 @@ import { type EventLoopUtilization, monitorEventLoopDelay, performance } from "n
 import * as Heap from "../config/Heap.js"
 import * as InternalApiLive from "../http/internal/InternalApiLive.js"
 import { CONTENT_TYPE, serialize } from "./prometheus.js"
+import * as Series from "./Series.js"
 
 /** The job queues' tables: the `queue` label, as on `crm_relay_jobs_total`. */
 const queues = ["crm_push_jobs", "events", "deliveries"] as const
@@ -105,6 +107,8 @@ export const scrape: Effect.Effect<string, never, SqlClient.SqlClient> = Effect.
 export const route = (token: Redacted.Redacted<string>) =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function*() {
+      // Declared when the internal API starts: the first scrape already shows every series.
+      yield* Series.declare
       const sql = yield* SqlClient.SqlClient
       const allowed = InternalApiLive.tokenCheck(token)
       const unauthorized = HttpServerResponse.unsafeJson({ error: InternalApiLive.messages.unauthorized }, { status: 401 })

@@ -7,17 +7,21 @@ import { Data } from "effect"
 /** The egress body limit (both directions): 1 MiB. */
 export const MAX_BODY_BYTES = 1024 * 1024
 
+/** Every reason egress refuses a request (also the `reason` label's values of its refusal counter). */
+export const REFUSAL_REASONS = [
+  "invalid_url",
+  "not_https",
+  "url_credentials",
+  "query_or_fragment",
+  "private_address",
+  "invalid_request",
+  "request_too_large",
+  "broker_scheme",
+  "plain_broker"
+] as const
+
 /** Why egress refused to send a request. */
-export type RefusalReason =
-  | "invalid_url"
-  | "not_https"
-  | "url_credentials"
-  | "query_or_fragment"
-  | "private_address"
-  | "invalid_request"
-  | "request_too_large"
-  | "broker_scheme"
-  | "plain_broker"
+export type RefusalReason = typeof REFUSAL_REASONS[number]
 
 /** The request was refused before (or instead of) being sent; retrying cannot help. */
 export class EgressRefused extends Data.TaggedError("EgressRefused")<{

@@ -1,23 +1,17 @@
-import { type Clock, MetricLabel, Option, type Tracer } from "effect"
+import { type Clock, type MetricLabel, Option, type Tracer } from "effect"
 import * as TraceContext from "../../TraceContext.js"
-import { jobSeconds, jobsRun } from "../Metrics.js"
+import { jobSeriesOf } from "../Metrics.js"
 import type { Job, JobResult, JobTable } from "../Table.js"
-
-const resultLabel = { Complete: "completed", Retry: "retried", DeadLetter: "dead_lettered", End: "ended" } as const
 
 /** Counts a finished attempt of `table`'s jobs and records how long it took since `started` (nanoseconds). */
 export const observer = (table: string, clock: Clock.Clock) => {
-  // The labels of each result, made once: a metric keeps one hook per label array it has seen, so
-  // updating with the same array costs no key hashing per job.
-  const labelsOf = (result: JobResult["_tag"]) => [
-    MetricLabel.make("queue", table),
-    MetricLabel.make("result", resultLabel[result])
-  ]
-  const labels = { End: labelsOf("End"), Complete: labelsOf("Complete"), Retry: labelsOf("Retry"), DeadLetter: labelsOf("DeadLetter") }
+  const series = jobSeriesOf(table)
+  // The same array every time: a metric keeps one hook per extra-label array it has seen.
+  const none: ReadonlyArray<MetricLabel.MetricLabel> = []
   return (result: JobResult, started: bigint) => {
-    const tags = labels[result._tag]
-    jobsRun.unsafeUpdate(1, tags)
-    jobSeconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, tags)
+    const observed = series[result._tag]
+    observed.count.unsafeUpdate(1, none)
+    observed.seconds.unsafeUpdate(Number(clock.unsafeCurrentTimeNanos() - started) / 1e9, none)
   }
 }
 
