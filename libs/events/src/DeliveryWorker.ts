@@ -28,13 +28,14 @@ import type { Egress, EgressError, EgressResponse } from "@crm-relay/bridge"
 import { JobQueue, Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import type { Vault } from "@crm-relay/store/Vault"
-import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Option, type Redacted } from "effect"
+import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Metric, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, bodyOf, type DeliveryJob, table } from "./Deliveries.js"
 import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
 import { Destinations } from "./Destinations.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as OriginHealth from "./OriginHealth.js"
+import * as OriginMetrics from "./OriginMetrics.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
 import { SigningSecrets } from "./SigningSecrets.js"
 import * as WebhookDestination from "./WebhookDestination.js"
@@ -363,14 +364,16 @@ export const makeHandler = (
     if (outcome === undefined) return probe ? Effect.as(OriginHealth.releaseProbe(origin), healthy).pipe(Effect.orDie) : Effect.succeed(healthy)
     if (outcome._tag === "Transient" && OriginHealth.isUnavailable(outcome)) {
       return OriginHealth.noteFailure(origin, job.id, probe, outcome.asked ?? Duration.zero, outcome.error, probes).pipe(
-        Effect.tap((noted) => {
-          if (noted.tripped) {
-            return Effect.logWarning("Receiver origin is failing; holding its deliveries and probing it").pipe(
-              Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: noted.failingSince?.toISOString() })
-            )
-          }
-          return Effect.void
-        }),
+        Effect.tap((noted) =>
+          Effect.zipRight(
+            probe ? Metric.increment(OriginMetrics.originProbesByResult.failed) : Effect.void,
+            noted.tripped
+              ? Effect.logWarning("Receiver origin is failing; holding its deliveries and probing it").pipe(
+                Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: noted.failingSince?.toISOString() })
+              )
+              : Effect.void
+          )
+        ),
         Effect.orDie
       )
     }
@@ -379,11 +382,13 @@ export const makeHandler = (
     return OriginHealth.noteUp(origin).pipe(
       Effect.tap((since) =>
         Option.isNone(since) ? Effect.void : Effect.zipRight(
+          probe ? Metric.increment(OriginMetrics.originProbesByResult.recovered) : Effect.void,
+          Effect.zipRight(
           JobQueue.wake(table).pipe(Effect.provideService(Notifier.Notifier, notifier)),
           Effect.logInfo("Receiver origin answered again; delivering what was held for it").pipe(
             Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: since.value.toISOString() })
           )
-        )
+        ))
       ),
       Effect.as(healthy),
       Effect.orDie

@@ -9,10 +9,11 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Duration, Effect, Fiber, Logger, LogLevel } from "effect"
+import { Duration, Effect, Fiber, Logger, LogLevel, Metric } from "effect"
 import { Deliveries } from "../src/Deliveries.js"
 import * as DeliveryWorker from "../src/DeliveryWorker.js"
 import * as OriginHealth from "../src/OriginHealth.js"
+import * as OriginMetrics from "../src/OriginMetrics.js"
 import * as Harness from "./support/DeliveryHarness.js"
 import type * as Receiver from "./support/Receiver.js"
 
@@ -40,6 +41,7 @@ interface Recorded {
 const results: {
   plain?: Recorded
   retryAfter?: Recorded
+  probes?: { readonly recovered: number; readonly failed: number }
   poison?: {
     readonly poisonAttempts: ReadonlyArray<number>
     readonly healthyLatency: ReadonlyArray<number>
@@ -51,6 +53,11 @@ const results: {
 
 /** The requests while held: those after the failures under way when the receiver began to fail (10 s). */
 const held = (r: Recorded) => r.whileDown.filter((q) => q.at > r.whileDown[0]!.at + 10_000)
+
+const probeCounts = Effect.all({
+  recovered: Effect.map(Metric.value(OriginMetrics.originProbesByResult.recovered), (state) => state.count),
+  failed: Effect.map(Metric.value(OriginMetrics.originProbesByResult.failed), (state) => state.count)
+})
 
 const webhookIds = (requests: ReadonlyArray<Receiver.Received>) => requests.map((r) => r.headers["webhook-id"]!)
 
@@ -149,17 +156,21 @@ layer(Harness.layer, { excludeTestServices: true, timeout: "10 minutes" })("Rece
     it.effect("the outages run (a 90 s one with 200 events, a 90 s one answering Retry-After: 20, a message only its receiver rejects)", () =>
       Effect.gen(function*() {
         // Two replicas of the delivery worker on one database, as two processes would be.
+        const probesBefore = yield* probeCounts
         const replicas = yield* Effect.forEach([1, 2], () =>
           DeliveryWorker.run({ pollInterval: Duration.seconds(1) }).pipe(Effect.fork))
         const [plain, retryAfter, rejected] = yield* Effect.all([
           outage("Plain outage", { status: 503 }, HELD),
-          outage("Retry-After", { status: 503, headers: { "retry-after": "20" } }, 30),
+          // Its return comes 30 s after the first one's: each drain is timed on its own.
+          Effect.zipRight(Effect.sleep(Duration.seconds(30)), outage("Retry-After", { status: 503, headers: { "retry-after": "20" } }, 30)),
           poison
         ], { concurrency: "unbounded" })
         yield* Fiber.interruptAll(replicas)
         results.plain = plain
         results.retryAfter = retryAfter
         results.poison = rejected
+        const probesAfter = yield* probeCounts
+        results.probes = { recovered: probesAfter.recovered - probesBefore.recovered, failed: probesAfter.failed - probesBefore.failed }
         // Each attempt's log line would cost the workers (in this process) more than the attempt itself.
       }).pipe(Effect.scoped, Effect.provide(Logger.minimumLogLevel(LogLevel.Warning))), 600_000)
 
@@ -189,6 +200,13 @@ layer(Harness.layer, { excludeTestServices: true, timeout: "10 minutes" })("Rece
         const r = results.plain!
         expect(r.listedHeld).toBeGreaterThan(10)
         expect(r.listedHeldUnattempted).toBeGreaterThan(10)
+      }))
+
+    it.effect("Metrics: probes and their results are counted (crm_relay_origin_probes_total): both held origins recovered through a probe, and every failed probe is counted", () =>
+      Effect.sync(() => {
+        const p = results.probes!
+        expect(p.recovered).toBe(2)
+        expect(p.failed).toBeGreaterThanOrEqual(held(results.plain!).length - 1)
       }))
 
     it.effect("Nothing is lost, and each event stays under one webhook-id: every held event is acknowledged once, under its delivery id", () =>
