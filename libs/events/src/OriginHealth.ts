@@ -41,12 +41,15 @@ export interface ProbePolicy {
   readonly maxRetryAfter: Duration.Duration
 }
 
-/** Held at 3 distinct failures; probes at 5 s, growing by half up to 8 s; Retry-After up to 5 minutes. */
+/**
+ * Held at 3 distinct failures; probes at 3 s, growing by half up to 5 s (so everything held is sent within
+ * seconds of the return, and a receiver that is down gets one request per 5 s); Retry-After up to 5 minutes.
+ */
 export const DEFAULT_PROBE_POLICY: ProbePolicy = {
   threshold: 3,
-  first: Duration.seconds(5),
+  first: Duration.seconds(3),
   factor: 1.5,
-  max: Duration.seconds(8),
+  max: Duration.seconds(5),
   maxRetryAfter: Duration.minutes(5)
 }
 
