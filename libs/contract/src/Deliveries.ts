@@ -9,5 +9,20 @@ export const DeliveryStatus = Schema.Literal("pending", "delivered", "failed", "
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
 /** What became of one attempt. */
+/**
+ * A pending delivery held with its receiver origin (or broker host), which has been failing since
+ * `failing_since`: nothing is sent to it but one probe at `next_try_at`; when the origin answers,
+ * everything held for it is delivered at once.
+ */
+export const HeldDelivery = Schema.Struct({
+  failing_since: Schema.String,
+  next_try_at: Schema.String
+}).annotations({ identifier: "HeldDelivery" })
+export type HeldDelivery = typeof HeldDelivery.Type
+
+/** The sentence every surface shows for a held delivery. */
+export const heldSentence = (held: HeldDelivery): string =>
+  `held: the receiver has been failing since ${held.failing_since}, next try at ${held.next_try_at}`
+
 export const AttemptResult = Schema.Literal("delivered", "retry", "failed", "ended")
 export type AttemptResult = typeof AttemptResult.Type

@@ -21,6 +21,7 @@ import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
 import * as Announcement from "./Announcement.js"
+import * as OriginHealth from "./OriginHealth.js"
 import * as Origin from "./internal/origin.js"
 import { DELIVERIES_CHANNEL } from "./Fanout.js"
 import { clampLimit, DEFAULT_PAGE, MAX_PAGE, UnknownCursor } from "./Page.js"
@@ -46,7 +47,11 @@ export const DeliveryJob = Schema.Struct({
   /** The subscription's state at the claim (SubscriptionLifecycle.ClaimedState; null: none recorded). */
   subscription_state: Schema.NullOr(Schema.Literal("active", "failing", "removed", "gone", "disabled")),
   /** The destination the subscription delivers to (Destinations; migration 0016); null for a REST hook. */
-  destination_id: Schema.NullOr(Schema.String)
+  destination_id: Schema.NullOr(Schema.String),
+  /** Attempts made while its origin was held (OriginHealth): the retry schedule steps over them. */
+  held_attempts: Schema.Int,
+  /** Its origin at the claim (OriginHealth): this delivery is the held origin's probe, or a streak of failures is under way. */
+  origin_state: Schema.NullOr(Schema.Literal("probe", "suspect"))
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 
@@ -101,15 +106,15 @@ export const table = JobQueue.table({
   row: DeliveryJob,
   traced: true,
   // One receiver origin holds a bounded share of a worker's slots; accounts take turns.
-  fairness: { key: "target_origin", group: "account_id" },
+  fairness: { key: "target_origin", group: "account_id", heldUntil: OriginHealth.heldUntilSql },
   log: "delivery_attempts",
   // Migration 0020 (0016's with `outcome`; 0011's with destination_id; its body read as `bodySql` since 0017):
   // the fair claim with the select list below, planned once per session. A change of the select list needs a
   // new version of the function (the Deliveries test compares the two claims).
-  claimFunction: "deliveries_claim_fairly_3",
+  claimFunction: "deliveries_claim_fairly_4",
   // Migration 0022: the worker's results (delivered_at, end_reason, the final attempt on the row and the
   // other attempts as rows), planned once per session.
-  finishFunction: { name: "deliveries_finish_2", columns: ["delivered_at", "end_reason"] },
+  finishFunction: { name: "deliveries_finish_3", columns: ["delivered_at", "end_reason", "held_attempts"] },
   // Kept as a `delivery_attempts` row when the delivery is replayed.
   finalAttempt,
   // An outcome's own event continues the trace of its outcome's intake, kept once on the outcome (migration 0020).
@@ -118,7 +123,8 @@ export const table = JobQueue.table({
   select: `account_id, target_url, ${bodySql} AS body, ${outcomeSql} AS outcome,
     (SELECT s.removed_at IS NOT NULL FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS subscription_removed,
     subscription_id, ${claimedStateSql} AS subscription_state,
-    (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id`
+    (SELECT s.destination_id FROM subscriptions AS s WHERE s.id = deliveries.subscription_id) AS destination_id,
+    held_attempts, ${OriginHealth.claimedStateSql} AS origin_state`
 })
 
 /**
@@ -160,7 +166,11 @@ export const Delivery = Schema.Struct({
   last_error_class: Schema.NullOr(Schema.String),
   last_duration_ms: Schema.NullOr(Schema.Int),
   /** A test event sent from the Integrations area. */
-  test: Schema.Boolean
+  test: Schema.Boolean,
+  /** While pending behind its held origin (OriginHealth): since when the origin has been failing. */
+  held_since: Schema.NullOr(Schema.DateFromSelf),
+  /** While held: when its origin is probed next (or the running probe ends). */
+  held_next_try_at: Schema.NullOr(Schema.DateFromSelf)
 })
 export type Delivery = typeof Delivery.Type
 
@@ -255,8 +265,9 @@ export class Deliveries extends Effect.Service<Deliveries>()("@crm-relay/events/
     const decodeAttempts = Schema.decodeUnknown(Schema.Array(Attempt))
 
     const columns = sql`d.id, d.account_id, d.event, d.call_id, d.subscription_id, d.target_url, d.status, d.attempts, d.last_error, d.end_reason,
-      d.next_attempt_at, d.created_at, d.delivered_at, d.test, ${sql.literal(lastAttemptColumns)}`
-    const lastAttempt = sql.literal(lastAttemptJoin)
+      d.next_attempt_at, d.created_at, d.delivered_at, d.test, ${sql.literal(lastAttemptColumns)},
+      h.failing_since AS held_since, GREATEST(h.next_probe_at, h.probe_until) AS held_next_try_at`
+    const lastAttempt = sql.literal(`${lastAttemptJoin} ${OriginHealth.heldJoin}`)
 
     // The state of the delivery's subscription (SubscriptionLifecycle.ClaimedState; null: none recorded); none: no such delivery.
     const subscriptionState = (id: string) =>

@@ -25,15 +25,17 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Egress, EgressError, EgressResponse } from "@crm-relay/bridge"
-import { JobQueue, type Notifier } from "@crm-relay/store"
+import { JobQueue, Notifier } from "@crm-relay/store"
 import * as Audit from "@crm-relay/store/Audit"
 import type { Vault } from "@crm-relay/store/Vault"
-import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Option, type Redacted } from "effect"
+import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Metric, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, bodyOf, type DeliveryJob, table } from "./Deliveries.js"
 import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
 import { Destinations } from "./Destinations.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
+import * as OriginHealth from "./OriginHealth.js"
+import * as OriginMetrics from "./OriginMetrics.js"
 import * as SubscriptionLifecycle from "./SubscriptionLifecycle.js"
 import { SigningSecrets } from "./SigningSecrets.js"
 import * as WebhookDestination from "./WebhookDestination.js"
@@ -124,6 +126,8 @@ const hostOf = (url: string): string => URL.parse(url)?.host ?? ""
 export interface DeliveryWorkerOptions extends JobQueue.RunOptions {
   /** When a failing subscription is disabled. Default `SubscriptionLifecycle.DEFAULT_POLICY`. */
   readonly autoDisable?: SubscriptionLifecycle.AutoDisablePolicy | undefined
+  /** When a failing receiver origin is held, and how often it is probed. Default `OriginHealth.DEFAULT_PROBE_POLICY`. */
+  readonly probes?: OriginHealth.ProbePolicy | undefined
 }
 
 /**
@@ -134,7 +138,8 @@ export const DEFAULT_OPTIONS: DeliveryWorkerOptions = { concurrency: 128, batchS
 
 /** Makes the handler of one claimed delivery. */
 export const makeHandler = (
-  policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY
+  policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY,
+  probes: OriginHealth.ProbePolicy = OriginHealth.DEFAULT_PROBE_POLICY
 ) => Effect.gen(function*() {
   const kinds = yield* DestinationKinds
   const destinations = yield* Destinations
@@ -170,7 +175,8 @@ export const makeHandler = (
 
   // Plain Effect chains rather than generators: this runs once per delivery, and under a backlog the
   // runtime's steps are a good part of a delivery's CPU.
-  type Attempted = { readonly classified: Classified; readonly durationMs: number }
+  // `outcome`: what the destination answered (none when nothing was sent), for the origin's health.
+  type Attempted = { readonly classified: Classified; readonly durationMs: number; readonly outcome?: Outcome | undefined }
   const unsent = (classified: Classified): Effect.Effect<Attempted> => Effect.succeed({ classified, durationMs: 0 })
 
   const attemptOnce = (job: JobQueue.Job<DeliveryJob>, startedAt: number): Effect.Effect<Attempted> => {
@@ -218,7 +224,9 @@ export const makeHandler = (
       )
       return Effect.map(publishing, (outcome): Attempted => ({
         classified: fromOutcome(outcome),
-        durationMs: outcome.durationMs ?? clock.unsafeCurrentTimeMillis() - startedAt
+        durationMs: outcome.durationMs ?? clock.unsafeCurrentTimeMillis() - startedAt,
+        // Refused before sending (the destination could not be loaded): the origin said nothing.
+        outcome: outcome._tag === "Permanent" && outcome.errorClass === "destination_unavailable" ? undefined : outcome
       }))
     })
   }
@@ -228,7 +236,11 @@ export const makeHandler = (
     job.data.subscription_id !== null && (classified._tag !== "Delivered" || job.data.subscription_state === "failing")
 
   // What the answer does to the subscription, before the delivery's own state change.
-  const lifecycle = Effect.fn("DeliveryWorker.lifecycle")(function*(job: JobQueue.Job<DeliveryJob>, classified: Classified) {
+  const lifecycle = Effect.fn("DeliveryWorker.lifecycle")(function*(
+    job: JobQueue.Job<DeliveryJob>,
+    classified: Classified,
+    originFailingSince: Date | null
+  ) {
     const subscriptionId = job.data.subscription_id
     if (subscriptionId === null) return classified
     if (classified._tag === "Delivered") {
@@ -250,7 +262,7 @@ export const makeHandler = (
       return classified
     }
     if (classified.errorClass === "subscription_removed") return classified
-    const disabled = yield* SubscriptionLifecycle.noteFailure(subscriptionId, job.attempt === 1, policy, classified.error)
+    const disabled = yield* SubscriptionLifecycle.noteFailure(subscriptionId, job.attempt === 1, policy, classified.error, originFailingSince)
     if (!disabled) return classified
     const ended = yield* SubscriptionLifecycle.endPending(subscriptionId, "disabled", job.id)
     yield* Audit.record("subscription.disabled", {
@@ -274,13 +286,14 @@ export const makeHandler = (
     startedAt: number,
     durationMs: number,
     classified: Classified,
-    delay: Option.Option<Duration.Duration>
+    delay: Option.Option<Duration.Duration>,
+    held: boolean
   ): Effect.Effect<JobQueue.JobResult> => {
     const result: AttemptResult = classified._tag === "Delivered"
       ? "delivered"
       : classified._tag === "Ended"
       ? "ended"
-      : Option.isSome(delay)
+      : held || Option.isSome(delay)
       ? "retry"
       : "failed"
     const record: AttemptRecord = {
@@ -299,6 +312,15 @@ export const makeHandler = (
       if (classified._tag === "Delivered") return JobQueue.JobResult.Complete({ set: { delivered_at: record.started_at }, log: logRow })
       if (classified._tag === "Ended") {
         return JobQueue.JobResult.End({ status: "ended", reason: classified.error, set: { end_reason: classified.reason }, log: logRow })
+      }
+      // Held with its origin: due again at once, claimed when the origin answers (or as its probe); not a step of its schedule.
+      if (held) {
+        return JobQueue.JobResult.Retry({
+          delay: Duration.zero,
+          error: classified.error,
+          log: logRow,
+          set: { held_attempts: job.data.held_attempts + 1 }
+        })
       }
       if (Option.isSome(delay)) return JobQueue.JobResult.Retry({ delay: delay.value, error: classified.error, log: logRow })
       const error = classified.failure.retryable
@@ -320,7 +342,8 @@ export const makeHandler = (
             duration_ms: record.duration_ms,
             error_class: record.error_class,
             result,
-            ...(Option.isSome(delay) ? { retry_in_ms: Duration.toMillis(delay.value) } : {})
+            ...(held ? { held: true } : Option.isSome(delay) ? { retry_in_ms: Duration.toMillis(delay.value) } : {}),
+            ...(job.data.origin_state === "probe" ? { probe: true } : {})
           })),
           jobResult()
         )
@@ -329,26 +352,82 @@ export const makeHandler = (
 
   const noDelay = Effect.succeed(Option.none<Duration.Duration>())
 
+  const notifier = yield* Notifier.Notifier
+  // What the answer says of its origin (OriginHealth): its failure, held or not; its return.
+  type OriginNews = { readonly held: boolean; readonly failingSince: Date | null }
+  const healthy: OriginNews = { held: false, failingSince: null }
+  const originNews = (job: JobQueue.Job<DeliveryJob>, attempted: Attempted): Effect.Effect<OriginNews, never, SqlClient.SqlClient> => {
+    const origin = job.key
+    const probe = job.data.origin_state === "probe"
+    const outcome = attempted.outcome
+    if (origin === undefined) return Effect.succeed(healthy)
+    if (outcome === undefined) return probe ? Effect.as(OriginHealth.releaseProbe(origin), healthy).pipe(Effect.orDie) : Effect.succeed(healthy)
+    if (outcome._tag === "Transient" && OriginHealth.isUnavailable(outcome)) {
+      return OriginHealth.noteFailure(origin, job.id, probe, outcome.asked ?? Duration.zero, outcome.error, probes).pipe(
+        Effect.tap((noted) =>
+          Effect.zipRight(
+            probe ? Metric.increment(OriginMetrics.originProbesByResult.failed) : Effect.void,
+            noted.tripped
+              ? Effect.logWarning("Receiver origin is failing; holding its deliveries and probing it").pipe(
+                Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: noted.failingSince?.toISOString() })
+              )
+              : Effect.void
+          )
+        ),
+        Effect.orDie
+      )
+    }
+    // The origin answered: a streak under way ends; a held origin is back, and what waited for it is due now.
+    if (job.data.origin_state === null) return Effect.succeed(healthy)
+    return OriginHealth.noteUp(origin).pipe(
+      Effect.tap((since) =>
+        Option.isNone(since) ? Effect.void : Effect.zipRight(
+          probe ? Metric.increment(OriginMetrics.originProbesByResult.recovered) : Effect.void,
+          Effect.zipRight(
+          JobQueue.wake(table).pipe(Effect.provideService(Notifier.Notifier, notifier)),
+          Effect.logInfo("Receiver origin answered again; delivering what was held for it").pipe(
+            Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: since.value.toISOString() })
+          )
+        ))
+      ),
+      Effect.as(healthy),
+      Effect.orDie
+    )
+  }
+
   // Untraced: the runner's span of the attempt ("JobQueue.run deliveries") is the delivery's span.
   return (job: JobQueue.Job<DeliveryJob>): Effect.Effect<JobQueue.JobResult, never, SqlClient.SqlClient> =>
     Effect.suspend(() => {
       const startedAt = clock.unsafeCurrentTimeMillis()
       return Effect.flatMap(attemptOnce(job, startedAt), (attempted) => {
         // A database hiccup here must not lose the attempt: the answer still decides the delivery.
-        const classifiedNow = changesSubscription(job, attempted.classified)
-          ? lifecycle(job, attempted.classified).pipe(
+        const news = attempted.outcome === undefined && job.data.origin_state !== "probe"
+          ? Effect.succeed(healthy)
+          : originNews(job, attempted).pipe(
             Effect.catchAllCause((cause) =>
-              Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+              Effect.as(Effect.logWarning("Could not update the receiver origin's health after an attempt", cause), healthy)
             )
           )
-          : Effect.succeed(attempted.classified)
-        return Effect.flatMap(classifiedNow, (classified) =>
-          Effect.flatMap(
-            classified._tag === "Failed" && classified.failure.retryable
-              ? DeliverySchedule.delayAfter(job.attempt, classified.failure)
-              : noDelay,
-            (delay) => decide(job, startedAt, attempted.durationMs, classified, delay)
-          ))
+        return Effect.flatMap(news, (origin) => {
+          const classifiedNow = changesSubscription(job, attempted.classified)
+            ? lifecycle(job, attempted.classified, origin.failingSince).pipe(
+              Effect.catchAllCause((cause) =>
+                Effect.as(Effect.logWarning("Could not update the subscription after an attempt", cause), attempted.classified)
+              )
+            )
+            : Effect.succeed(attempted.classified)
+          return Effect.flatMap(classifiedNow, (classified) => {
+            const retryable = classified._tag === "Failed" && classified.failure.retryable
+            const held = retryable && origin.held
+            return Effect.flatMap(
+              retryable && !held
+                // The schedule steps over the attempts made while the origin was held.
+                ? DeliverySchedule.delayAfter(Math.max(1, job.attempt - job.data.held_attempts), classified.failure)
+                : noDelay,
+              (delay) => decide(job, startedAt, attempted.durationMs, classified, delay, held)
+            )
+          })
+        })
       })
     })
 })
@@ -360,7 +439,7 @@ export const makeHandler = (
 export const runWithKinds = (
   options: DeliveryWorkerOptions = {}
 ): Effect.Effect<never, never, DestinationKinds | Destinations | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
-  Effect.flatMap(makeHandler(options.autoDisable), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
+  Effect.flatMap(makeHandler(options.autoDisable, options.probes), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
 
 /** The registry of the webhook kind alone, over the context's Egress. */
 export const webhookOnly: Layer.Layer<DestinationKinds, never, Egress> = DestinationKinds.layerOf(WebhookDestination.registered)

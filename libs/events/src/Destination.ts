@@ -50,7 +50,11 @@ export type Outcome = Data.TaggedEnum<{
   /** The destination accepted the message (a 2xx, a publisher confirm, a JetStream ack). */
   Delivered: { readonly statusCode: number | null; readonly durationMs?: number | undefined }
   /** Worth another try on the delivery schedule; `retryAfter` is the least wait the remote asked for. */
-  Transient: Failure & { readonly retryAfter?: Duration.Duration | undefined }
+  Transient: Failure & {
+    readonly retryAfter?: Duration.Duration | undefined
+    /** What the remote itself asked for (a `Retry-After`), apart from the schedule's own least waits; zero when nothing. */
+    readonly asked?: Duration.Duration | undefined
+  }
   /** Retrying cannot help (refused address, invalid configuration, unroutable by design): fails now. */
   Permanent: Failure
   /**

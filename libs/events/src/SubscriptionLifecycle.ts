@@ -123,7 +123,9 @@ export const noteFailure = (
   subscriptionId: string,
   newDelivery: boolean,
   policy: AutoDisablePolicy,
-  lastError: string
+  lastError: string,
+  /** Since when the delivery's origin has been held as failing (OriginHealth), if it is: that counts as the clock too. */
+  originFailingSince: Date | null = null
 ) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -139,7 +141,8 @@ export const noteFailure = (
       ? sql`failure_window_start = ${start}, failure_window_count = ${count},
         failing_since = COALESCE(failing_since, CASE WHEN ${count} >= ${policy.minFailures}::integer THEN ${start} END),`
       : sql``
-    const disabling = sql`(failing_since IS NOT NULL AND failing_since <= ${disableFrom})`
+    const originDisabling = originFailingSince !== null && originFailingSince.getTime() <= disableFrom.getTime()
+    const disabling = sql`((failing_since IS NOT NULL AND failing_since <= ${disableFrom}) OR ${originDisabling}::boolean)`
     const rows = yield* sql<{ disabled: boolean }>`UPDATE subscriptions SET ${counting}
         disabled_at = CASE WHEN ${disabling} THEN ${at}::timestamptz END,
         disabled_reason = CASE WHEN ${disabling} THEN ${autoDisabledReason(policy, lastError)} END

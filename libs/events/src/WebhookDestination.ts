@@ -91,7 +91,7 @@ export const classify = (
   }
   const wait = Option.getOrElse(DeliverySchedule.parseRetryAfter(headers["retry-after"], nowMillis), () => Duration.zero)
   const failed = (errorClass: string, error: string, retryAfter = wait) =>
-    Outcome.Transient({ errorClass, error, statusCode: status, retryAfter, durationMs })
+    Outcome.Transient({ errorClass, error, statusCode: status, retryAfter, asked: wait, durationMs })
   if (status === 429) {
     return failed(
       "rate_limited",

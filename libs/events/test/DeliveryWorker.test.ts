@@ -126,7 +126,7 @@ layer(Harness.layer)("Webhook delivery on the TestClock", (it) => {
         expect(waits.get("/ra-date")).toBeGreaterThan(598_000)
         expect(waits.get("/ra-date")).toBeLessThanOrEqual(600_000)
         expect(waits.get("/ra-huge")).toBe(Duration.toMillis(DeliverySchedule.MAX_RETRY_AFTER))
-      }))
+      }), Harness.ownSchedules)
     }))
 
   it.effect("Delivery rule: a 3xx is a failure and is not followed — the redirect target receives nothing; 4xx is retried on the schedule; 2xx is success", () =>

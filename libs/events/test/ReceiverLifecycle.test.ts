@@ -154,7 +154,7 @@ layer(quiet)("Receiver lifecycle on the TestClock", (it) => {
         expect(row.failure_window_count).toBe(3)
         expect(row.failing_since?.getTime()).toBe(later)
         expect(row.disabled_at).toBeNull()
-      }), { autoDisable: policy })
+      }), { autoDisable: policy, ...Harness.ownSchedules })
     }))
 
   it.effect("Auto-disable: a subscription whose every attempt failed for 5 days is disabled, not deleted (no new deliveries queued, pending ones end as `disabled`, when and why recorded, an audit line); enable is one action, and recover replays what ended meanwhile", () =>
@@ -183,7 +183,7 @@ layer(quiet)("Receiver lifecycle on the TestClock", (it) => {
         // Past 5 days: the next failure disables it, and every pending delivery ends.
         yield* TestClock.setTime(t0 + Duration.toMillis(Duration.days(5)) + 3_600_000)
         yield* Harness.eventually(Effect.map(Effect.forEach(ids, Harness.row), (rows) => rows.every((r) => r.status !== "pending")))
-      }), { autoDisable: policy, concurrency: 1, batchSize: 1 }))
+      }), { autoDisable: policy, concurrency: 1, batchSize: 1, ...Harness.ownSchedules }))
       const disabled = yield* subscriptionRow(subscriptionId)
       expect(disabled.removed_at).toBeNull()
       expect(disabled.disabled_at!.getTime()).toBeGreaterThanOrEqual(t0 + Duration.toMillis(Duration.days(5)))
@@ -219,6 +219,26 @@ layer(quiet)("Receiver lifecycle on the TestClock", (it) => {
       // Recovered deliveries keep their id: the same webhook-id the receiver saw before.
       const resent = main.received("/dark").slice(before).map((r) => r.headers["webhook-id"])
       for (const id of ids) expect(resent).toContain(id)
+    }))
+
+  it.effect("Auto-disable still counts the days since the origin began failing (issue 40): while its origin is held, a failed probe disables its subscription once the origin has failed for 5 days, though the subscription's own clock never started", () =>
+    Effect.gen(function*() {
+      const now = yield* realisticNow
+      const { main } = yield* Harness.Receivers
+      const account = yield* Harness.account()
+      const quietOne = yield* account.subscribe(main.url("/held-behind-others", "receiver.localhost"))
+      const stillYoung = yield* account.subscribe(main.url("/held-a-day", "receiver.localhost"))
+      const days = (n: number) => new Date(now - Duration.toMillis(Duration.days(n)))
+      // Its origin failing for a day only: no disable.
+      expect(yield* SubscriptionLifecycle.noteFailure(stillYoung, true, policy, "The receiver answered 503.", days(1))).toBe(false)
+      expect((yield* subscriptionRow(stillYoung)).disabled_at).toBeNull()
+      // Failing for 5 days and an hour: this one failure disables it.
+      expect(yield* SubscriptionLifecycle.noteFailure(quietOne, true, policy, "The receiver answered 503.", new Date(days(5).getTime() - 3_600_000)))
+        .toBe(true)
+      const row = yield* subscriptionRow(quietOne)
+      expect(row.failing_since).toBeNull()
+      expect(row.disabled_at?.getTime()).toBe(now)
+      expect(row.disabled_reason).toBe("Every attempt failed for 5d (last: The receiver answered 503.)")
     }))
 
   it.effect("Recover replays only the window: failed or ended deliveries created from `since` to `until`, none before or after, none delivered or pending", () =>

@@ -6,6 +6,7 @@
  */
 import { useState } from "react"
 import { type Client, type PortalApi, run } from "../api.js"
+import { heldSentence } from "@crm-relay/contract/Deliveries"
 import { endedAs } from "../ui/endReason.js"
 import { Status } from "../ui/Status.js"
 import { Time } from "../ui/Time.js"
@@ -80,6 +81,7 @@ export const ActivityCard = ({ client }: { readonly client: Client }) => {
                   <td>
                     <span className={`badge ${d.status}`}>{d.status}</span>
                     {d.end_reason !== null && <div className="hint" data-testid="end-reason">{endedAs(d.end_reason)}</div>}
+                    {d.held !== null && <div className="hint" data-testid="held">{heldSentence(d.held)}</div>}
                   </td>
                   <td>{d.attempts}</td>
                   <td>{lastResult(d)}</td>

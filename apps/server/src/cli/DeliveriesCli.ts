@@ -7,6 +7,7 @@
 import { Command, Options } from "@effect/cli"
 import { type Context, Effect, Option } from "effect"
 import { refused } from "./AdminError.js"
+import { heldSentence } from "@crm-relay/contract/Deliveries"
 import type { DeliveryView } from "@crm-relay/contract/InternalApi/DeliveriesApi"
 import type * as Operations from "./DeliveryOperations.js"
 import type { SearchFilter } from "./DeliveryOperations.js"
@@ -25,10 +26,11 @@ export const describeDelivery = (d: DeliveryView): string => {
   const last = d.last_attempt === null
     ? "no attempt yet"
     : `last attempt ${d.last_attempt.at}: ${d.last_attempt.status_code ?? d.last_attempt.error_class ?? "?"}`
-  const next = d.next_attempt_at === null ? "" : `  next attempt ${d.next_attempt_at}`
+  const next = d.held !== null || d.next_attempt_at === null ? "" : `  next attempt ${d.next_attempt_at}`
   return [
     `${d.id}  ${d.event} call ${d.call_id}  ${d.status}  attempts ${d.attempts}${next}`,
     `    ${d.target}  (${last})`,
+    ...(d.held === null ? [] : [`    ${heldSentence(d.held)}`]),
     ...(d.last_error === null ? [] : [`    last error: ${d.last_error}`])
   ].join("\n")
 }

@@ -198,6 +198,12 @@ export const table: ReadonlyArray<Setting> = [
     secret: false
   },
   {
+    name: "RECEIVER_PROBE_MAX_INTERVAL",
+    default: "5 seconds",
+    description: "While a receiver origin (or broker host) fails, it is held and probed with one real delivery at this interval at most (from 3 s; a Retry-After on a 429 or 503 sets it, up to 5 minutes): what everything held waits at most after the receiver returns (1 s to 1 hour; longer is quieter toward a long outage).",
+    secret: false
+  },
+  {
     name: "WEBHOOK_DISABLE_MIN_FAILURES",
     default: "3",
     description: "Failed deliveries within one day that start a subscription's auto-disable clock (1 to 1000).",
@@ -417,6 +423,15 @@ export const webhookDisableAfter = positiveDuration("WEBHOOK_DISABLE_AFTER", "5 
   Config.withDefault(Duration.days(5)),
   Config.withDescription(describe("WEBHOOK_DISABLE_AFTER"))
 )
+/** The longest interval between probes of a failing receiver origin. */
+export const receiverProbeMaxInterval = positiveDuration("RECEIVER_PROBE_MAX_INTERVAL", "5 seconds").pipe(
+  Config.validate({
+    message: "RECEIVER_PROBE_MAX_INTERVAL must be from 1 second to 1 hour",
+    validation: (d) => Duration.toMillis(d) >= 1_000 && Duration.toMillis(d) <= 3_600_000
+  }),
+  Config.withDefault(Duration.seconds(5)),
+  Config.withDescription(describe("RECEIVER_PROBE_MAX_INTERVAL"))
+)
 /** Failed deliveries within a day that start the auto-disable clock. */
 export const webhookDisableMinFailures = wholeNumber("WEBHOOK_DISABLE_MIN_FAILURES", 3, 1, 1000)
 
@@ -426,7 +441,8 @@ export const LifecycleSettings = Config.all({
   retentionPayloadPeriod,
   retentionBatchSize,
   webhookDisableAfter,
-  webhookDisableMinFailures
+  webhookDisableMinFailures,
+  receiverProbeMaxInterval
 }).pipe(
   Config.validate({
     message: "RETENTION_PAYLOAD_PERIOD cannot be longer than RETENTION_PERIOD (payloads go with their rows)",

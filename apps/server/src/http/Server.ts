@@ -241,7 +241,10 @@ export const layerWithDatabase = (options: ServeOptions) => {
   const workers = [
     CallPipeline.pushWorker,
     DeliveryWorker.fanoutWorker,
-    DeliveryWorker.deliveryWorkerWith({ autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle) }),
+    DeliveryWorker.deliveryWorkerWith({
+      autoDisable: LifecycleWorkers.autoDisablePolicy(lifecycle),
+      probes: LifecycleWorkers.probePolicy(lifecycle)
+    }),
     LifecycleWorkers.recoveryWorker,
     LifecycleWorkers.retentionWorker(LifecycleWorkers.retentionPolicy(lifecycle))
   ]

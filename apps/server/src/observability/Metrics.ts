@@ -12,6 +12,8 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as EventApiLive from "@crm-relay/events/EventApiLive"
+import * as OriginHealth from "@crm-relay/events/OriginHealth"
+import * as OriginMetrics from "@crm-relay/events/OriginMetrics"
 import * as JobQueue from "@crm-relay/store/JobQueue"
 import { Effect, Metric, type Redacted } from "effect"
 import { type EventLoopUtilization, monitorEventLoopDelay, performance } from "node:perf_hooks"
@@ -97,9 +99,12 @@ const sampleQueues = Effect.forEach(queueGauges, (gauges) =>
       Metric.set(gauges.oldest, depth.oldestDueSeconds)
     ], { discard: true })), { discard: true })
 
+// Held origins are the fleet's state (a row each in the database), counted at the scrape like the queues.
+const sampleOrigins = Effect.flatMap(Effect.orDie(OriginHealth.heldCount), (held) => Metric.set(OriginMetrics.failingOrigins, held))
+
 /** The exposition now: the scrape-time gauges refreshed, then every metric of the registry. */
 export const scrape: Effect.Effect<string, never, SqlClient.SqlClient> = Effect.zipRight(
-  Effect.zipRight(sampleQueues, sampleProcess),
+  Effect.all([sampleQueues, sampleOrigins, sampleProcess], { discard: true }),
   Effect.sync(() => serialize(Metric.unsafeSnapshot()))
 ).pipe(Effect.withSpan("Metrics.scrape"))
 

@@ -4,10 +4,10 @@
  * batches) and retention (finished rows pruned in small batches), with the
  * policies read from the settings.
  */
-import { Recoveries, SubscriptionLifecycle } from "@crm-relay/events"
+import { OriginHealth, Recoveries, SubscriptionLifecycle } from "@crm-relay/events"
 import { type Notifier, Retention } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import { Option } from "effect"
+import { Duration, Option } from "effect"
 import type { LifecycleSettings } from "../config/Settings.js"
 import type * as Workers from "./Workers.js"
 
@@ -15,6 +15,13 @@ import type * as Workers from "./Workers.js"
 export const autoDisablePolicy = (settings: LifecycleSettings): SubscriptionLifecycle.AutoDisablePolicy => ({
   disableAfter: settings.webhookDisableAfter,
   minFailures: settings.webhookDisableMinFailures
+})
+
+/** How failing receiver origins are probed under `settings` (OriginHealth). */
+export const probePolicy = (settings: LifecycleSettings): OriginHealth.ProbePolicy => ({
+  ...OriginHealth.DEFAULT_PROBE_POLICY,
+  max: settings.receiverProbeMaxInterval,
+  first: Duration.min(OriginHealth.DEFAULT_PROBE_POLICY.first, settings.receiverProbeMaxInterval)
 })
 
 /** The retention policy of `settings` (payloads kept as long as their rows unless said otherwise). */
@@ -43,5 +50,6 @@ export const defaults: LifecycleSettings = {
   retentionPayloadPeriod: Option.none(),
   retentionBatchSize: Retention.DEFAULT_POLICY.batchSize,
   webhookDisableAfter: SubscriptionLifecycle.DEFAULT_POLICY.disableAfter,
-  webhookDisableMinFailures: SubscriptionLifecycle.DEFAULT_POLICY.minFailures
+  webhookDisableMinFailures: SubscriptionLifecycle.DEFAULT_POLICY.minFailures,
+  receiverProbeMaxInterval: OriginHealth.DEFAULT_PROBE_POLICY.max
 }

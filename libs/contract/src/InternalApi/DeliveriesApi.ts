@@ -52,6 +52,8 @@ export const DeliveryView = Schema.Struct({
   last_error: Schema.NullOr(Schema.String),
   /** When the next attempt is due; null unless pending. */
   next_attempt_at: Schema.NullOr(Schema.String),
+  /** Set while the delivery waits for its failing receiver origin (no attempt is spent meanwhile). */
+  held: Schema.NullOr(Deliveries.HeldDelivery),
   created_at: Schema.String,
   delivered_at: Schema.NullOr(Schema.String),
   last_attempt: Schema.NullOr(Schema.Struct({

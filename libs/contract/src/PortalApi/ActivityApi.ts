@@ -29,6 +29,8 @@ export const DeliveryView = Schema.Struct({
   last_error: Schema.NullOr(Schema.String),
   /** Why an `ended` delivery ended: `gone` (the receiver answered 410 Gone), `aborted` (abort-message) or `disabled`. */
   end_reason: Schema.NullOr(Schema.Literal("gone", "aborted", "disabled")),
+  /** Set while the delivery waits for its failing receiver (no attempt is spent meanwhile). */
+  held: Schema.NullOr(Deliveries.HeldDelivery),
   test: Schema.Boolean
 }).annotations({ identifier: "PortalDelivery" })
 export type DeliveryView = typeof DeliveryView.Type

@@ -23,6 +23,7 @@ import * as DeliveriesModule from "../../src/Deliveries.js"
 import { Deliveries } from "../../src/Deliveries.js"
 import * as DeliveryWorker from "../../src/DeliveryWorker.js"
 import * as Fanout from "../../src/Fanout.js"
+import * as OriginHealth from "../../src/OriginHealth.js"
 import { attemptsOf } from "../../src/internal/finalAttempt.js"
 import { IntegrationKeys } from "../../src/IntegrationKeys.js"
 import * as KeyTags from "../../src/KeyTags.js"
@@ -68,6 +69,9 @@ const ReceiversLive = Layer.scoped(
     }
   })
 )
+
+/** Another receiver on 127.0.0.1 (`receiver.localhost` / `second.localhost`): an origin of its own, closed with the scope. */
+export const receiver = Effect.flatMap(tls, (material) => Receiver.make(material, "127.0.0.1"))
 
 /** Builds `layer` on the live clock (TestClock jumps must not expire a real exchange). */
 const onLiveClock = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
@@ -195,8 +199,18 @@ export const withWorker = <A, E, R>(body: Effect.Effect<A, E, R>, options: Deliv
     const sql = yield* SqlClient.SqlClient
     yield* sql`UPDATE deliveries SET status = 'failed', lease_owner = NULL, lease_expires_at = NULL
       WHERE status = 'pending'`.pipe(Effect.orDie)
+    // The receivers' health goes with their deliveries: the next test starts with no origin failing.
+    yield* sql`DELETE FROM origin_health`.pipe(Effect.orDie)
     return result
   })
+
+/**
+ * Worker options under which no origin is ever held (OriginHealth): for tests of one message's own retry
+ * schedule with several messages failing on one receiver at once. The hold has tests of its own.
+ */
+export const ownSchedules: DeliveryWorker.DeliveryWorkerOptions = {
+  probes: { ...OriginHealth.DEFAULT_PROBE_POLICY, threshold: 1_000_000 }
+}
 
 /** Wakes the delivery workers (as the fan-out does). */
 export const wake = JobQueue.wake(DeliveriesModule.table)

@@ -100,6 +100,7 @@ export const make = <A>(
       })
 
     const fair = jobs.fairness
+    const heldUntil = fair?.heldUntil
     const keyColumn = fair === undefined ? undefined : sql(fair.key)
     const claimFunction = jobs.claimFunction === undefined ? undefined : sql(jobs.claimFunction)
     const returning = keyColumn === undefined ? select : sql`${select}, ${t}.${keyColumn} AS job_fair_key`
@@ -239,7 +240,7 @@ export const make = <A>(
 
     // One statement for many results: the rows' new state as JSON typed by the table's own row type,
     // one UPDATE guarded by the lease owner, and the attempt log rows inserted alongside.
-    const finishMany = (finished: ReadonlyArray<Finished>) =>
+    const finishMany = (finished: ReadonlyArray<Finished>): Effect.Effect<ReadonlySet<string>> =>
       Effect.gen(function*() {
         if (finished.length === 0) return new Set<string>()
         const millis = yield* Clock.currentTimeMillis
@@ -265,6 +266,15 @@ export const make = <A>(
           const held = yield* sql<{ id: unknown }>`SELECT id FROM ${sql(viaFunction.name)}(${owner}, ${JSON.stringify(changes)}::jsonb,
             ${JSON.stringify(logRows)}::jsonb)`.pipe(Effect.orDie)
           return new Set(held.map((row) => String(row.id)))
+        }
+        if (viaFunction !== undefined && finished.length > 1) {
+          // The results the function stores go through it; the few that set other columns, through the statement.
+          const fits = (f: Finished) => Object.keys(f.result.set ?? {}).every((column) => viaFunction.columns.includes(column))
+          const [through, apart] = [finished.filter(fits), finished.filter((f) => !fits(f))]
+          if (through.length > 0 && apart.length > 0) {
+            const [a, b] = yield* Effect.all([finishMany(through), finishMany(apart)])
+            return new Set([...a, ...b])
+          }
         }
         const assignments = [...setColumns].map((column) =>
           sql`${sql(column)} = CASE WHEN job.job_raw -> ${column} IS NULL THEN ${t}.${sql(column)} ELSE job.${sql(column)} END`
@@ -309,7 +319,7 @@ export const make = <A>(
         : sql<{ at: Date | null }>`WITH RECURSIVE ${pendingKeys(keyColumn)}
           SELECT LEAST((
             SELECT min(first.at) FROM pending_keys AS k CROSS JOIN LATERAL (
-              SELECT next_attempt_at AS at FROM ${t}
+              SELECT ${heldUntil === undefined ? sql`next_attempt_at` : sql`GREATEST(next_attempt_at, ${sql.literal(heldUntil)})`} AS at FROM ${t}
               WHERE ${t}.${keyColumn} = k.key AND status = 'pending' AND lease_expires_at IS NULL
               ORDER BY next_attempt_at LIMIT 1
             ) AS first

@@ -93,6 +93,12 @@ export interface FinishFunction {
 export interface Fairness {
   readonly key: string
   readonly group: string
+  /**
+   * A key's work may be held whatever its rows' due times (a receiver origin held while it fails):
+   * an SQL expression over the key `k.key` giving the time before which its rows are not claimed
+   * (NULL when not held). The wake-time (`nextDue`) reads it; the claim function applies the hold.
+   */
+  readonly heldUntil?: string | undefined
 }
 
 /** Declares a queue table; `row` names (and decodes) the columns a claim returns with each job. */

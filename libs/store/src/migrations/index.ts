@@ -27,6 +27,7 @@ import noSubscriptionKey from "./0021_no_subscription_key.js"
 import finalAttempt from "./0022_final_attempt.js"
 import leanDeliveryIndexes from "./0023_lean_delivery_indexes.js"
 import claimByKey from "./0024_claim_by_key.js"
+import originHealth from "./0025_origin_health.js"
 
 /** The ordered record of migrations. */
 export const migrations: Readonly<Record<string, Migration>> = {
@@ -53,5 +54,6 @@ export const migrations: Readonly<Record<string, Migration>> = {
   "0021_no_subscription_key": noSubscriptionKey,
   "0022_final_attempt": finalAttempt,
   "0023_lean_delivery_indexes": leanDeliveryIndexes,
-  "0024_claim_by_key": claimByKey
+  "0024_claim_by_key": claimByKey,
+  "0025_origin_health": originHealth
 }

@@ -30,6 +30,12 @@ export const displayTarget = (url: string): string => {
   return `${parsed.protocol}//${parsed.host}${parsed.pathname}${parsed.search === "" ? "" : "?…"}`
 }
 
+/** Whether (and until when) a pending delivery waits for its failing receiver origin. */
+export const heldView = (d: Deliveries.Delivery): DeliveryView["held"] =>
+  d.held_since === null || d.held_next_try_at === null
+    ? null
+    : { failing_since: iso(d.held_since), next_try_at: iso(d.held_next_try_at) }
+
 /** A delivery for the operator. */
 export const deliveryView = (d: Deliveries.Delivery): DeliveryView => ({
   id: d.id,
@@ -41,6 +47,7 @@ export const deliveryView = (d: Deliveries.Delivery): DeliveryView => ({
   attempts: d.attempts,
   last_error: d.last_error,
   next_attempt_at: d.status === "pending" ? iso(d.next_attempt_at) : null,
+  held: heldView(d),
   created_at: iso(d.created_at),
   delivered_at: d.delivered_at === null ? null : iso(d.delivered_at),
   last_attempt: d.last_attempt_at === null

@@ -9,7 +9,7 @@ import { CrmPushJobs } from "@crm-relay/calls"
 import { Events, PortalApi } from "@crm-relay/contract"
 import { Deliveries } from "@crm-relay/events"
 import { Effect, Option } from "effect"
-import { attemptView, displayTarget } from "../internal/DeliveriesApiLive.js"
+import { attemptView, displayTarget, heldView } from "../internal/DeliveriesApiLive.js"
 import { messages } from "./PortalMessages.js"
 
 const { CurrentSession } = PortalApi
@@ -32,6 +32,7 @@ export const deliveryView = (d: Deliveries.Delivery): PortalApi.DeliveryView => 
   last_error_class: d.last_error_class,
   last_error: d.last_error,
   end_reason: d.end_reason === "gone" || d.end_reason === "aborted" || d.end_reason === "disabled" ? d.end_reason : null,
+  held: heldView(d),
   test: d.test
 })
 
