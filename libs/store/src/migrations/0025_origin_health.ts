@@ -20,7 +20,8 @@
  *   `suspect` while the origin has a streak, NULL) with each row.
  * - `deliveries_finish_3`: 0024's finish, which also writes `held_attempts`.
  * - `call_outcome_intake_4`, replaced in place with the same arguments and
- *   answers: a delivery to a held origin is not handed to a runner at intake.
+ *   answers: a delivery to a held origin is not handed to a runner at intake;
+ *   the deliveries it hands carry the claim's new columns.
  *
  * The previous release's functions (`deliveries_claim_fairly_3`,
  * `deliveries_finish_2`) stay: its replicas keep delivering as before
@@ -275,7 +276,10 @@ BEGIN
     CASE WHEN v_leased THEN jsonb_agg(jsonb_build_object(
       'id', q.id, 'attempts', q.attempts, 'account_id', p_account_id, 'target_url', q.target_url, 'body', NULL,
       'outcome', NULL, 'subscription_removed', false, 'subscription_id', q.subscription_id, 'subscription_state', b.state,
-      'destination_id', b.destination_id, 'traceparent', p_event -> 'traceparent', 'job_fair_key', q.target_origin)) END,
+      'destination_id', b.destination_id, 'traceparent', p_event -> 'traceparent', 'job_fair_key', q.target_origin,
+      -- The claim's columns of this migration too: none of these origins is held, one may have a streak under way.
+      'held_attempts', 0,
+      'origin_state', (SELECT 'suspect'::text FROM origin_health AS h WHERE h.origin = q.target_origin))) END,
     array_agg(q.target_origin)
   INTO v_handed, v_origins
   FROM queued AS q JOIN batch AS b ON b.id = q.subscription_id;
