@@ -17,6 +17,10 @@
  * - The subscription was removed after the fan-out: nothing is sent; the
  *   delivery fails with that reason (ends as `gone` when a 410 removed it);
  *   a disabled subscription's delivery ends as `disabled`, unsent.
+ * - A destination removed anywhere (any replica, the CLI): what the kinds
+ *   hold for it here (a broker connection) is let go at once, on the
+ *   removal's announcement or, if that was lost, at the next recheck
+ *   (DestinationRemovals).
  * - Every attempt is stored with the outcome, in one statement (the one
  *   that finishes the delivery on its row, the others as `delivery_attempts`
  *   rows: see Deliveries), and is one structured log line; neither holds the
@@ -160,7 +164,7 @@ export const makeHandler = (
   type Loaded = { readonly destination: DestinationService; readonly target: Target }
   const loaded = new Map<string, Loaded>()
   const MAX_KEPT = 10_000
-  // Destinations removed lately: a publish that began before it heard reconnects no connection of theirs for good.
+  // Destinations removed lately: a publish under way when the removal was heard leaves no connection it reopened.
   const removed = new Set<string>()
   const MAX_REMOVED = 1_000
   const letGo = (id: string) =>
