@@ -17,6 +17,10 @@
  * - The subscription was removed after the fan-out: nothing is sent; the
  *   delivery fails with that reason (ends as `gone` when a 410 removed it);
  *   a disabled subscription's delivery ends as `disabled`, unsent.
+ * - A destination removed anywhere (any replica, the CLI): what the kinds
+ *   hold for it here (a broker connection) is let go at once, on the
+ *   removal's announcement or, if that was lost, at the next recheck
+ *   (DestinationRemovals).
  * - Every attempt is stored with the outcome, in one statement (the one
  *   that finishes the delivery on its row, the others as `delivery_attempts`
  *   rows: see Deliveries), and is one structured log line; neither holds the
@@ -30,8 +34,9 @@ import * as Audit from "@crm-relay/store/Audit"
 import type { Vault } from "@crm-relay/store/Vault"
 import { Duration, Effect, Either, FiberRef, Layer, LogLevel, Metric, Option, type Redacted } from "effect"
 import { type AttemptRecord, type AttemptResult, attemptRow, bodyOf, type DeliveryJob, table } from "./Deliveries.js"
-import { type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
+import { type DestinationRefused, type DestinationService, type Outcome, type Target, waitOf } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
+import * as DestinationRemovals from "./DestinationRemovals.js"
 import { Destinations } from "./Destinations.js"
 import * as DeliverySchedule from "./DeliverySchedule.js"
 import * as OriginHealth from "./OriginHealth.js"
@@ -128,6 +133,8 @@ export interface DeliveryWorkerOptions extends JobQueue.RunOptions {
   readonly autoDisable?: SubscriptionLifecycle.AutoDisablePolicy | undefined
   /** When a failing receiver origin is held, and how often it is probed. Default `OriginHealth.DEFAULT_PROBE_POLICY`. */
   readonly probes?: OriginHealth.ProbePolicy | undefined
+  /** How often the worker asks which of its destinations were removed unheard. Default `DestinationRemovals.DEFAULT_RECHECK`. */
+  readonly removalRecheck?: Duration.DurationInput | undefined
 }
 
 /**
@@ -136,30 +143,69 @@ export interface DeliveryWorkerOptions extends JobQueue.RunOptions {
  */
 export const DEFAULT_OPTIONS: DeliveryWorkerOptions = { concurrency: 128, batchSize: 32, lease: Duration.seconds(30) }
 
-/** Makes the handler of one claimed delivery. */
+/** The first of `items` in their order (a Map's or Set's oldest entry). */
+const firstOf = <A>(items: Iterable<A>): A | undefined => {
+  for (const item of items) return item
+  return undefined
+}
+
+/**
+ * Makes the handler of one claimed delivery, for the scope: while it lasts, what the kinds hold for
+ * a destination removed anywhere (a broker connection) is let go at once (DestinationRemovals).
+ */
 export const makeHandler = (
   policy: SubscriptionLifecycle.AutoDisablePolicy = SubscriptionLifecycle.DEFAULT_POLICY,
-  probes: OriginHealth.ProbePolicy = OriginHealth.DEFAULT_PROBE_POLICY
+  probes: OriginHealth.ProbePolicy = OriginHealth.DEFAULT_PROBE_POLICY,
+  recheck: Duration.DurationInput = DestinationRemovals.DEFAULT_RECHECK
 ) => Effect.gen(function*() {
   const kinds = yield* DestinationKinds
   const destinations = yield* Destinations
   // A REST hook (no destination) is a webhook to its target URL.
   const webhook: DestinationService = yield* Effect.orDie(kinds.get(WebhookDestination.KIND))
   const restHook = (job: JobQueue.Job<DeliveryJob>): Target => ({ config: { url: job.data.target_url }, credentials: Option.none() })
-  // A destination never changes (it is removed and created anew), so its kind and unsealed target are kept.
-  const loaded = new Map<string, { readonly destination: DestinationService; readonly target: Target }>()
+  // A destination never changes (it is removed and created anew), so its kind and unsealed target are
+  // kept, the least recently used first to go. This is also how the worker finds what its kinds hold for
+  // a destination (a broker connection, keyed by the target): an entry dropped lets go of it too.
+  type Loaded = { readonly destination: DestinationService; readonly target: Target }
+  const loaded = new Map<string, Loaded>()
   const MAX_KEPT = 10_000
-  const destinationOf = (job: JobQueue.Job<DeliveryJob>) => {
+  // Destinations removed lately: a publish under way when the removal was heard leaves no connection it reopened.
+  const removed = new Set<string>()
+  const MAX_REMOVED = 1_000
+  const letGo = (id: string) =>
+    Effect.suspend(() => {
+      const known = loaded.get(id)
+      loaded.delete(id)
+      return known === undefined ? Effect.void : known.destination.release(known.target)
+    })
+  const noteRemoved = (id: string) =>
+    Effect.suspend(() => {
+      removed.delete(id)
+      removed.add(id)
+      const oldest = firstOf(removed)
+      if (removed.size > MAX_REMOVED && oldest !== undefined) removed.delete(oldest)
+      return letGo(id)
+    })
+  yield* DestinationRemovals.watch(() => [...loaded.keys()], noteRemoved, recheck)
+  const destinationOf = (job: JobQueue.Job<DeliveryJob>): Effect.Effect<Loaded, DestinationRefused> => {
     const id = job.data.destination_id
     if (id === null) return Effect.succeed({ destination: webhook, target: restHook(job) })
     const known = loaded.get(id)
-    if (known !== undefined) return Effect.succeed(known)
-    return Effect.tap(destinations.load(id), (found) =>
-      Effect.sync(() => {
-        if (loaded.size >= MAX_KEPT) loaded.clear()
-        loaded.set(id, found)
-      }))
+    if (known !== undefined) {
+      loaded.delete(id)
+      loaded.set(id, known)
+      return Effect.succeed(known)
+    }
+    return Effect.tap(destinations.load(id), (found) => {
+      if (removed.has(id)) return Effect.void
+      loaded.set(id, found)
+      const oldest = firstOf(loaded.keys())
+      return loaded.size > MAX_KEPT && oldest !== undefined ? letGo(oldest) : Effect.void
+    })
   }
+  // After a publish to a destination removed meanwhile: what the publish may have opened again goes too.
+  const afterPublish = (job: JobQueue.Job<DeliveryJob>, { destination, target }: Loaded) =>
+    job.data.destination_id !== null && removed.has(job.data.destination_id) ? destination.release(target) : Effect.void
   const secrets = yield* SigningSecrets
   const sql = yield* SqlClient.SqlClient
   const clock = yield* Effect.clock
@@ -202,7 +248,7 @@ export const makeHandler = (
       if (Either.isLeft(key)) {
         return unsent(failed("no_signing_secret", "The account has no usable signing secret; nothing was sent.", NEVER_RETRY))
       }
-      const publishing = Effect.flatMap(destinationOf(job), ({ destination, target }) => destination.publish({
+      const publishing = Effect.flatMap(destinationOf(job), (found) => found.destination.publish({
         id: job.id,
         accountId: job.data.account_id,
         headers: WebhookSigner.headers({
@@ -216,8 +262,8 @@ export const makeHandler = (
           body
         }),
         body,
-        target
-      })).pipe(
+        target: found.target
+      }).pipe(Effect.tap(() => afterPublish(job, found)))).pipe(
         // The destination cannot be loaded (its kind is not served by this process, its credentials do not open): not sent.
         Effect.catchTag("DestinationRefused", (refused) =>
           Effect.succeed<Outcome>({ _tag: "Permanent", errorClass: "destination_unavailable", error: refused.message, statusCode: null }))
@@ -439,7 +485,12 @@ export const makeHandler = (
 export const runWithKinds = (
   options: DeliveryWorkerOptions = {}
 ): Effect.Effect<never, never, DestinationKinds | Destinations | SigningSecrets | SqlClient.SqlClient | Notifier.Notifier> =>
-  Effect.flatMap(makeHandler(options.autoDisable, options.probes), (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options }))
+  Effect.scoped(
+    Effect.flatMap(
+      makeHandler(options.autoDisable, options.probes, options.removalRecheck),
+      (deliver) => JobQueue.run(table, deliver, { ...DEFAULT_OPTIONS, ...options })
+    )
+  )
 
 /** The registry of the webhook kind alone, over the context's Egress. */
 export const webhookOnly: Layer.Layer<DestinationKinds, never, Egress> = DestinationKinds.layerOf(WebhookDestination.registered)

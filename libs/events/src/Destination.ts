@@ -87,7 +87,8 @@ export interface DestinationService {
   readonly check: (target: Target) => Effect.Effect<void, DestinationRefused>
   /**
    * Ends whatever the kind holds for the target (a broker connection kept between publishes):
-   * run when its destination is removed, so nothing of it stays open until some idle timeout.
+   * run by the delivery worker of every replica when its destination is removed (DestinationRemovals),
+   * so nothing of it stays open until some idle timeout.
    */
   readonly release: (target: Target) => Effect.Effect<void>
 }

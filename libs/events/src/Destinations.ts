@@ -15,11 +15,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Audit from "@crm-relay/store/Audit"
 import { isUuid } from "@crm-relay/store/Ids"
+import { Notifier } from "@crm-relay/store"
 import { Vault } from "@crm-relay/store/Vault"
 import { Data, Effect, Option, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { DestinationRefused, type DestinationService, type Target } from "./Destination.js"
 import { DestinationKinds } from "./DestinationKinds.js"
+import * as DestinationRemovals from "./DestinationRemovals.js"
 
 /** The events a destination receives: leads, bookings, or all. */
 export const DestinationEvent = Schema.Literal("lead", "booking", "all")
@@ -82,6 +84,7 @@ export class Destinations extends Effect.Service<Destinations>()("@crm-relay/eve
     const sql = yield* SqlClient.SqlClient
     const vault = yield* Vault
     const kinds = yield* DestinationKinds
+    const notifier = yield* Notifier.Notifier
     const decodeSummaries = Schema.decodeUnknown(Schema.Array(DestinationSummary))
     const parsed = (config: unknown) => (typeof config === "string" ? JSON.parse(config) as unknown : config)
 
@@ -175,12 +178,11 @@ export class Destinations extends Effect.Service<Destinations>()("@crm-relay/eve
       /**
        * Removes a destination: nothing more is queued for it, its pending deliveries fail unsent, its
        * sealed credentials are deleted from the Vault (the row stays for the attempt log, pointing at
-       * none), and its kind lets go of what it held for it (a broker connection) at once.
+       * none), and the removal is announced to every replica (DestinationRemovals), so whichever
+       * process holds something for it (the delivery worker's broker connection) lets go at once.
        */
       remove: Effect.fn("Destinations.remove")(function*(accountId: string, id: string) {
         const summary = yield* find(accountId, id)
-        // Loaded before the credentials go: the kind finds what it holds by the unsealed target.
-        const held = yield* Effect.option(load(id))
         yield* sql.withTransaction(Effect.gen(function*() {
           const rows = yield* sql<{ credentials_secret_id: string | null }>`
             SELECT credentials_secret_id FROM destinations WHERE id = ${id} FOR UPDATE`
@@ -189,8 +191,9 @@ export class Destinations extends Effect.Service<Destinations>()("@crm-relay/eve
             WHERE id = ${summary.subscription_id} AND removed_at IS NULL`
           const secretId = rows[0]?.credentials_secret_id ?? null
           if (secretId !== null) yield* vault.remove(secretId)
+          // Sent at the commit: a replica that hears it finds the destination removed.
+          yield* DestinationRemovals.announce(id).pipe(Effect.provideService(Notifier.Notifier, notifier))
         })).pipe(Effect.orDie)
-        if (Option.isSome(held)) yield* held.value.destination.release(held.value.target)
         yield* Audit.record("destination.removed", { account_id: accountId, destination_id: id })
       })
     }

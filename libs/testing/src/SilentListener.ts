@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import * as Net from "node:net"
 
-/** A silent listener for the scope: its port and how many connections it has accepted so far. */
+/** A silent listener for the scope: its port, how many connections it has accepted so far and how many are still open. */
 export const start = Effect.acquireRelease(
   Effect.async<{ readonly server: Net.Server; readonly sockets: Set<Net.Socket>; readonly accepted: () => number; readonly port: number }>((resume) => {
     const sockets = new Set<Net.Socket>()
@@ -13,6 +13,8 @@ export const start = Effect.acquireRelease(
     const server = Net.createServer((socket) => {
       accepted++
       sockets.add(socket)
+      // Read and drop what the client sends (never answering): a client's close is then seen, as the broker's kernel would.
+      socket.resume()
       socket.on("error", () => {})
       socket.on("close", () => sockets.delete(socket))
     })
@@ -27,7 +29,7 @@ export const start = Effect.acquireRelease(
       for (const socket of sockets) socket.destroy()
       server.close(() => resume(Effect.void))
     })
-).pipe(Effect.map(({ port, accepted }) => ({ port, connections: accepted })))
+).pipe(Effect.map(({ port, accepted, sockets }) => ({ port, connections: accepted, open: () => sockets.size })))
 
 /**
  * A loopback listener in front of `port` on 127.0.0.1 that forwards until `silence` runs, then

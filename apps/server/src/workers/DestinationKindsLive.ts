@@ -5,7 +5,7 @@
  */
 import type { BrokerEgress, Egress } from "@crm-relay/bridge"
 import { DestinationKinds, Destinations, NatsDestination, RabbitmqDestination, WebhookDestination } from "@crm-relay/events"
-import type { Vault } from "@crm-relay/store"
+import type { Notifier, Vault } from "@crm-relay/store"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { Layer } from "effect"
 
@@ -23,6 +23,6 @@ export const kinds: Layer.Layer<DestinationKinds, never, Egress | BrokerEgress> 
 export const layer: Layer.Layer<
   Destinations.Destinations | DestinationKinds,
   never,
-  Egress | BrokerEgress | Vault.Vault | SqlClient.SqlClient
+  Egress | BrokerEgress | Vault.Vault | SqlClient.SqlClient | Notifier.Notifier
 > =
   Destinations.Destinations.Default.pipe(Layer.provideMerge(kinds))

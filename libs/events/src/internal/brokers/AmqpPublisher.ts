@@ -78,11 +78,27 @@ const connectFailure = (target: BrokerTarget, user: string, error: unknown): Con
   return { permanent: false, reason: `connecting to ${where} failed: ${text}${code === undefined ? "" : ` (${code})`}` }
 }
 
-/** Opens a connection and a confirm channel to `target`, within `timeoutMs`; a late connection is closed. */
+/** The socket under a channel model (amqplib keeps it as `connection.stream`, outside its types). */
+const socketOf = (model: amqp.ChannelModel): { readonly destroy: () => void } | undefined => {
+  const connection: unknown = model.connection
+  if (typeof connection !== "object" || connection === null || !("stream" in connection)) return undefined
+  const stream = connection.stream
+  return typeof stream === "object" && stream !== null && "destroy" in stream && typeof stream.destroy === "function"
+    ? { destroy: () => (stream.destroy as () => void).call(stream) }
+    : undefined
+}
+
+/**
+ * Opens a connection and a confirm channel to `target`, within `timeoutMs`. An attempt given up (at
+ * the timeout, or interrupted) drops its socket: a broker that went silent mid-handshake would never
+ * answer a polite close, and each abandoned attempt would keep a file descriptor.
+ */
 const open = (credentials: RabbitmqCredentials, target: BrokerTarget, options: PublisherOptions) =>
   Effect.async<Open, ConnectFailure>((resume) => {
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
     let settled = false
+    // Known once the AMQP handshake is done (before it, amqplib's own socket timeout closes the socket).
+    let opened: amqp.ChannelModel | undefined
     const settle = (outcome: Effect.Effect<Open, ConnectFailure>) => {
       if (settled) return false
       settled = true
@@ -90,8 +106,11 @@ const open = (credentials: RabbitmqCredentials, target: BrokerTarget, options: P
       resume(outcome)
       return true
     }
+    const abandon = (outcome: Effect.Effect<Open, ConnectFailure>) => {
+      if (settle(outcome) && opened !== undefined) socketOf(opened)?.destroy()
+    }
     const timer = setTimeout(
-      () => settle(Effect.fail({ permanent: false, reason: `the RabbitMQ broker at ${target.host}:${target.port} did not complete the connection within ${timeoutMs / 1000} s` })),
+      () => abandon(Effect.fail({ permanent: false, reason: `the RabbitMQ broker at ${target.host}:${target.port} did not complete the connection within ${timeoutMs / 1000} s` })),
       timeoutMs
     )
     const socketOptions: amqp.SocketOptions = {
@@ -113,6 +132,8 @@ const open = (credentials: RabbitmqCredentials, target: BrokerTarget, options: P
       }, socketOptions)
       // Unhandled 'error' events would crash the process; losses are seen through 'close'.
       model.on("error", () => {})
+      opened = model
+      if (settled) socketOf(model)?.destroy()
       const channel = await model.createConfirmChannel()
       return { model, channel }
     })()
@@ -132,22 +153,12 @@ const open = (credentials: RabbitmqCredentials, target: BrokerTarget, options: P
             state.returned.set(id, `${code} ${text}`)
           }
         })
-        if (!settle(Effect.succeed(state))) model.close().catch(() => {})
+        if (!settle(Effect.succeed(state))) socketOf(model)?.destroy()
       },
       (error: unknown) => settle(Effect.fail(connectFailure(target, credentials.username, error)))
     )
-    return Effect.sync(() => settle(Effect.fail({ permanent: false, reason: "interrupted" })))
+    return Effect.sync(() => abandon(Effect.fail({ permanent: false, reason: "interrupted" })))
   })
-
-/** The socket under a channel model (amqplib keeps it as `connection.stream`, outside its types). */
-const socketOf = (model: amqp.ChannelModel): { readonly destroy: () => void } | undefined => {
-  const connection: unknown = model.connection
-  if (typeof connection !== "object" || connection === null || !("stream" in connection)) return undefined
-  const stream = connection.stream
-  return typeof stream === "object" && stream !== null && "destroy" in stream && typeof stream.destroy === "function"
-    ? { destroy: () => (stream.destroy as () => void).call(stream) }
-    : undefined
-}
 
 /**
  * Closes the connection, waiting at most `withinMs` for the broker's close-ok: a broker that went

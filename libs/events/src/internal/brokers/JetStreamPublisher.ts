@@ -13,7 +13,7 @@
 import { BrokerEgress, type BrokerTarget } from "@crm-relay/bridge"
 import type { NatsConfig, NatsCredentials } from "@crm-relay/contract/Destinations/Nats"
 import { jetstream, type JetStreamClient, jetstreamManager } from "@nats-io/jetstream"
-import { connect, headers as natsHeaders, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node"
+import { headers as natsHeaders, type NatsConnection, type NodeConnectionOptions } from "@nats-io/transport-node"
 import type { Scope } from "effect"
 import { Effect, Redacted } from "effect"
 import * as tls from "node:tls"
@@ -28,6 +28,7 @@ import {
   publishVia,
   sentence
 } from "./BrokerMessage.js"
+import * as NatsConnect from "./NatsConnect.js"
 
 /** A publisher bound to one destination's subject. */
 export interface JetStreamPublisher {
@@ -78,10 +79,18 @@ const connectOptions = (target: BrokerTarget, credentials: NatsCredentials, opti
   }
 }
 
+/**
+ * Connects within the client's `timeout` (an attempt given up closes its socket: NatsConnect). A
+ * connection that completes after the caller was interrupted is closed, not left open unowned.
+ */
 const open = (target: BrokerTarget, credentials: NatsCredentials, options: PublisherOptions) =>
-  Effect.tryPromise({
-    try: () => connect(connectOptions(target, credentials, options)),
-    catch: (error) => connectFailure(target, error)
+  Effect.async<NatsConnection, string>((resume) => {
+    let abandoned = false
+    NatsConnect.connect(connectOptions(target, credentials, options)).then(
+      (connection) => (abandoned ? void connection.close().catch(() => {}) : resume(Effect.succeed(connection))),
+      (error: unknown) => (abandoned ? undefined : resume(Effect.fail(connectFailure(target, error))))
+    )
+    return Effect.sync(() => void (abandoned = true))
   })
 
 const closeQuietly = (connection: NatsConnection) => Effect.promise(() => connection.close().catch(() => {}))
