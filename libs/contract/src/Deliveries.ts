@@ -20,9 +20,9 @@ export const HeldDelivery = Schema.Struct({
 }).annotations({ identifier: "HeldDelivery" })
 export type HeldDelivery = typeof HeldDelivery.Type
 
-/** The sentence every surface shows for a held delivery. */
-export const heldSentence = (held: HeldDelivery): string =>
-  `held: the receiver has been failing since ${held.failing_since}, next try at ${held.next_try_at}`
+/** The sentence every surface shows for a held delivery; `time` writes its instants (ISO as they are by default). */
+export const heldSentence = (held: HeldDelivery, time: (iso: string) => string = (iso) => iso): string =>
+  `held: the receiver has been failing since ${time(held.failing_since)}, next try at ${time(held.next_try_at)}`
 
 export const AttemptResult = Schema.Literal("delivered", "retry", "failed", "ended")
 export type AttemptResult = typeof AttemptResult.Type

@@ -402,14 +402,18 @@ export const makeHandler = (
   // What the answer says of its origin (OriginHealth): its failure, held or not; its return.
   type OriginNews = { readonly held: boolean; readonly failingSince: Date | null }
   const healthy: OriginNews = { held: false, failingSince: null }
-  const originNews = (job: JobQueue.Job<DeliveryJob>, attempted: Attempted): Effect.Effect<OriginNews, never, SqlClient.SqlClient> => {
+  const originNews = (
+    job: JobQueue.Job<DeliveryJob>,
+    attempted: Attempted,
+    startedAt: number
+  ): Effect.Effect<OriginNews, never, SqlClient.SqlClient> => {
     const origin = job.key
     const probe = job.data.origin_state === "probe"
     const outcome = attempted.outcome
     if (origin === undefined) return Effect.succeed(healthy)
     if (outcome === undefined) return probe ? Effect.as(OriginHealth.releaseProbe(origin), healthy).pipe(Effect.orDie) : Effect.succeed(healthy)
     if (outcome._tag === "Transient" && OriginHealth.isUnavailable(outcome)) {
-      return OriginHealth.noteFailure(origin, job.id, probe, outcome.asked ?? Duration.zero, outcome.error, probes).pipe(
+      return OriginHealth.noteFailure(origin, job.id, new Date(startedAt), probe, outcome.asked ?? Duration.zero, outcome.error, probes).pipe(
         Effect.tap((noted) =>
           Effect.zipRight(
             probe ? Metric.increment(OriginMetrics.originProbesByResult.failed) : Effect.void,
@@ -449,7 +453,7 @@ export const makeHandler = (
         // A database hiccup here must not lose the attempt: the answer still decides the delivery.
         const news = attempted.outcome === undefined && job.data.origin_state !== "probe"
           ? Effect.succeed(healthy)
-          : originNews(job, attempted).pipe(
+          : originNews(job, attempted, startedAt).pipe(
             Effect.catchAllCause((cause) =>
               Effect.as(Effect.logWarning("Could not update the receiver origin's health after an attempt", cause), healthy)
             )

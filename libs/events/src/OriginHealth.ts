@@ -108,11 +108,13 @@ const decodeHeld = Schema.decodeUnknown(Schema.Array(HeldOrigin))
 
 /**
  * A failure that found `origin` unavailable, of delivery `deliveryId` (`probe`: it was the held
- * origin's probe). `retryAfter` is the least wait the remote asked for (zero when none). One statement.
+ * origin's probe), in the attempt started at `startedAt`. `retryAfter` is the least wait the remote
+ * asked for (zero when none). One statement.
  */
 export const noteFailure = (
   origin: string,
   deliveryId: string,
+  startedAt: Date,
   probe: boolean,
   retryAfter: Duration.Duration,
   error: string,
@@ -125,7 +127,8 @@ export const noteFailure = (
     const firstMs = Duration.toMillis(policy.first)
     const maxMs = Duration.toMillis(policy.max)
     const askedMs = Math.min(Duration.toMillis(retryAfter), Duration.toMillis(policy.maxRetryAfter))
-    // SET expressions read the row as it was: the new streak is spelled out where it is needed.
+    // SET expressions read the row as it was: the new streak is spelled out where it is needed. The streak starts
+    // with the earliest failing attempt's start (attempts run concurrently), so noteUp finds every attempt of it.
     const streak = sql`CASE WHEN h.last_failed_delivery = ${deliveryId}::uuid THEN h.streak ELSE h.streak + 1 END`
     const trips = sql`(h.failing_since IS NULL AND ${streak} >= ${policy.threshold}::integer)`
     // A failed probe grows the interval; a trip starts it; the wait asked for moves the next probe no sooner.
@@ -138,15 +141,16 @@ export const noteFailure = (
       WITH before AS (SELECT failing_since FROM origin_health WHERE origin = ${origin}), noted AS (
       INSERT INTO origin_health AS h (origin, streak, streak_started_at, last_failed_delivery, last_error,
         failing_since, next_probe_at, probe_interval_ms)
-      VALUES (${origin}, 1, ${at}, ${deliveryId}, ${error.slice(0, 500)},
-        CASE WHEN ${policy.threshold}::integer <= 1 THEN ${at}::timestamptz END,
+      VALUES (${origin}, 1, ${startedAt}, ${deliveryId}, ${error.slice(0, 500)},
+        CASE WHEN ${policy.threshold}::integer <= 1 THEN ${startedAt}::timestamptz END,
         CASE WHEN ${policy.threshold}::integer <= 1 THEN ${new Date(now + Math.max(firstMs, askedMs))}::timestamptz END,
         CASE WHEN ${policy.threshold}::integer <= 1 THEN ${firstMs}::integer END)
       ON CONFLICT (origin) DO UPDATE SET
         streak = ${streak},
         last_failed_delivery = EXCLUDED.last_failed_delivery,
         last_error = EXCLUDED.last_error,
-        failing_since = CASE WHEN ${trips} THEN h.streak_started_at ELSE h.failing_since END,
+        streak_started_at = LEAST(h.streak_started_at, ${startedAt}::timestamptz),
+        failing_since = CASE WHEN ${trips} THEN LEAST(h.streak_started_at, ${startedAt}::timestamptz) ELSE h.failing_since END,
         probe_interval_ms = ${interval},
         next_probe_at = CASE
           WHEN ${trips} OR (h.failing_since IS NOT NULL AND ${probe}::boolean)

@@ -98,9 +98,24 @@ const outage = (name: string, failing: Receiver.Answer, count: number) =>
     const whileDown = [...receiver.received("/hook")]
     receiver.script("/hook", [{ status: 204 }])
     const back = Date.now()
+    const sql = yield* SqlClient.SqlClient
+    const origin = `https://receiver.localhost:${receiver.port}`
+    let recoveredAt = 0
+    yield* Effect.fork(Effect.gen(function*() {
+      while (recoveredAt === 0) {
+        const rows = yield* sql`SELECT 1 FROM origin_health WHERE origin = ${origin} AND failing_since IS NOT NULL`.pipe(Effect.orDie)
+        if (rows.length === 0) recoveredAt = Date.now()
+        else yield* Effect.sleep(Duration.millis(100))
+      }
+    }))
     const acknowledgedOf = () => receiver.received("/hook").slice(whileDown.length)
     yield* Harness.eventually(Effect.sync(() => new Set(webhookIds(acknowledgedOf())).size >= sent.length), Duration.minutes(3))
     const after = acknowledgedOf()
+    // What the note reads: how the drain went (seconds from the return to each tenth of the events).
+    const spread = after.map((r) => r.at - back).sort((a, b) => a - b)
+    yield* Effect.logWarning(`${name}: return to arrival, each tenth of ${spread.length}`).pipe(
+      Effect.annotateLogs({ recovered_after: ((recoveredAt - back) / 1000).toFixed(1), seconds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map((d) => (spread[Math.ceil((d * spread.length) / 10) - 1]! / 1000).toFixed(1)).join(" ") })
+    )
     return {
       down,
       back,

@@ -9,7 +9,7 @@ import { type Client, type PortalApi, run } from "../api.js"
 import { heldSentence } from "@crm-relay/contract/Deliveries"
 import { endedAs } from "../ui/endReason.js"
 import { Status } from "../ui/Status.js"
-import { Time } from "../ui/Time.js"
+import { localTime, Time } from "../ui/Time.js"
 import { useLoad } from "../ui/useLoad.js"
 import { DeliveryDetail } from "./DeliveryDetail.js"
 import { PushesList } from "./PushesList.js"
@@ -81,7 +81,7 @@ export const ActivityCard = ({ client }: { readonly client: Client }) => {
                   <td>
                     <span className={`badge ${d.status}`}>{d.status}</span>
                     {d.end_reason !== null && <div className="hint" data-testid="end-reason">{endedAs(d.end_reason)}</div>}
-                    {d.held !== null && <div className="hint" data-testid="held">{heldSentence(d.held)}</div>}
+                    {d.held !== null && <div className="hint" data-testid="held">{heldSentence(d.held, localTime)}</div>}
                   </td>
                   <td>{d.attempts}</td>
                   <td>{lastResult(d)}</td>

@@ -2,7 +2,7 @@
 import type { PortalApi } from "../api.js"
 import { heldSentence } from "@crm-relay/contract/Deliveries"
 import { endedAs } from "../ui/endReason.js"
-import { Time } from "../ui/Time.js"
+import { localTime, Time } from "../ui/Time.js"
 
 export const RecentDeliveries = ({ deliveries }: { readonly deliveries: ReadonlyArray<PortalApi.DeliveryView> }) =>
   deliveries.length === 0
@@ -17,7 +17,7 @@ export const RecentDeliveries = ({ deliveries }: { readonly deliveries: Readonly
                 <Time at={d.created_at} /> · {d.event}{d.test && <span className="tag">test</span>} ·{" "}
                 <span className={`badge ${d.status}`}>{d.status}</span> · {d.attempts} {d.attempts === 1 ? "attempt" : "attempts"}
                 {d.end_reason !== null && <span className="hint"> · {endedAs(d.end_reason)}</span>}
-                {d.held !== null && <div className="hint" data-testid="held">{heldSentence(d.held)}</div>}
+                {d.held !== null && <div className="hint" data-testid="held">{heldSentence(d.held, localTime)}</div>}
                 {d.last_error !== null && d.status !== "delivered" && <div className="hint">{d.last_error}</div>}
               </div>
             </li>
