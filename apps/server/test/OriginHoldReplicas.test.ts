@@ -13,6 +13,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { OriginHealth } from "@crm-relay/events"
 import { TestDatabase, Vault } from "@crm-relay/store"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { randomUUID } from "node:crypto"
@@ -28,8 +29,8 @@ import { ADMIN_TOKEN, adminRequest, jsonWith, request } from "./support/TestServ
 
 type Json = Record<string, any>
 
-/** The first probe interval (OriginHealth.DEFAULT_PROBE_POLICY): held, an origin gets no request sooner than this after the last. */
-const PROBE_INTERVAL_MS = 5_000
+/** The first probe interval (the server's, OriginHealth's default): held, an origin gets no request sooner than this after the last. */
+const PROBE_INTERVAL_MS = Duration.toMillis(OriginHealth.DEFAULT_PROBE_POLICY.first)
 
 /** One request the receiver got: when, for which call, under which webhook-id, and what it was answered. */
 interface Hit {
