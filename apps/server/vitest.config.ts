@@ -1,8 +1,12 @@
-import { defineConfig } from "vitest/config"
+import { configDefaults, defineConfig } from "vitest/config"
+
+/** Tests of several replicas on one database: PostgreSQL only (PGlite is one process's), run when DATABASE_URL is set. */
+const postgresOnly = ["test/OriginHoldReplicas.test.ts"]
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    exclude: process.env["DATABASE_URL"] === undefined ? [...configDefaults.exclude, ...postgresOnly] : configDefaults.exclude,
     // The binary's tests run the build: never a stale one (see test/support/BuildFirst.ts).
     globalSetup: ["test/support/BuildFirst.ts"],
     // Timeouts are bounds against a hang, never a measure of speed: a loaded two-core machine runs a

@@ -44,6 +44,8 @@ const fixture = Effect.gen(function*() {
     // Gates live as long as the suite's server, not the call that made them.
     const gate = yield* Scope.extend(Gate.start, scope)
     const unused = yield* Scope.extend(Gate.start, scope)
+    const outage = yield* Scope.extend(Gate.start, scope)
+    yield* outage.open(server.port)
     return {
       accepting: targetOf(server.url, `${base}.accepting`, credentials, STREAM),
       // A gate that drops every connection: the server cannot be reached now.
@@ -52,6 +54,11 @@ const fixture = Effect.gen(function*() {
       permanent: targetOf(server.url, `nostream.${base}`, credentials),
       silent: targetOf(`nats://127.0.0.1:${silent.port}`, `${base}.silent`, credentials),
       flaky: { target: targetOf(`nats://127.0.0.1:${gate.port}`, `${base}.flaky`, credentials), heal: gate.open(server.port) },
+      outage: {
+        target: targetOf(`nats://127.0.0.1:${outage.port}`, `${base}.outage`, credentials, STREAM),
+        down: outage.close,
+        up: outage.open(server.port)
+      },
       arrived: (target: Target) =>
         Effect.promise(async () => {
           const subject = subjectOf(target)

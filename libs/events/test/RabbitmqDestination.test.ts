@@ -50,9 +50,12 @@ const fixture = Effect.gen(function*() {
     const base = `kit.${++tests}.${randomUUID().slice(0, 8)}`
     yield* bind(`${base}.accepting`)
     yield* bind(`${base}.flaky`)
+    yield* bind(`${base}.outage`)
     // Gates live as long as the suite's broker, not the call that made them.
     const gate = yield* Scope.extend(Gate.start, scope)
     const unused = yield* Scope.extend(Gate.start, scope)
+    const outage = yield* Scope.extend(Gate.start, scope)
+    yield* outage.open(server.port)
     return {
       accepting: targetOf(server.url, `${base}.accepting`, credentials),
       // A gate that drops every connection: the broker cannot be reached now.
@@ -61,6 +64,11 @@ const fixture = Effect.gen(function*() {
       permanent: targetOf(server.url, `${base}.nowhere`, credentials),
       silent: targetOf(`amqp://127.0.0.1:${silent.port}`, `${base}.silent`, credentials),
       flaky: { target: targetOf(`amqp://127.0.0.1:${gate.port}`, `${base}.flaky`, credentials), heal: gate.open(server.port) },
+      outage: {
+        target: targetOf(`amqp://127.0.0.1:${outage.port}`, `${base}.outage`, credentials),
+        down: outage.close,
+        up: outage.open(server.port)
+      },
       arrived: (target: Target) =>
         Effect.promise(async () => {
           const queue = routingKeyOf(target)

@@ -6,26 +6,31 @@
 import { DnsResolver, Egress } from "@crm-relay/bridge"
 import { Certificate } from "@crm-relay/testing"
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option, Scope } from "effect"
 import type { Target } from "../src/Destination.js"
 import { DestinationKinds } from "../src/DestinationKinds.js"
 import * as WebhookDestination from "../src/WebhookDestination.js"
 import { type Arrived, DestinationFixture, suite } from "./support/DestinationKit.js"
+import * as Gate from "./support/Gate.js"
 import * as Receiver from "./support/Receiver.js"
 
 const webhook = (url: string): Target => ({ config: { url }, credentials: Option.none() })
 
-/** Fresh paths of one receiver for each test of the kit. */
-const fixtureOf = (receiver: Receiver.Receiver) => {
+/** Fresh paths of one receiver for each test of the kit; `scope` is the suite's (its gates live as long). */
+const fixtureOf = (receiver: Receiver.Receiver, scope: Scope.Scope) => {
   let tests = 0
   const pathOf = (target: Target) => new URL(String((target.config as { readonly url: string }).url)).pathname
   return Layer.succeed(DestinationFixture, {
-    targets: Effect.sync(() => {
+    targets: Effect.gen(function*() {
       const base = `/kit-${++tests}`
       const at = (path: string) => webhook(receiver.url(`${base}${path}`, "receiver.localhost"))
       receiver.script(`${base}/transient`, [{ status: 503 }])
       receiver.script(`${base}/silent`, [{ status: 200, delayMs: 600_000 }])
       receiver.script(`${base}/flaky`, [{ status: 503 }])
+      receiver.script(`${base}/outage`, [{ status: 204 }])
+      // The receiver through a gate: an origin (its port) of its own, which the test can take off the network.
+      const gate = yield* Scope.extend(Gate.start, scope)
+      yield* gate.open(receiver.port)
       return {
         accepting: at("/accepting"),
         transient: at("/transient"),
@@ -33,6 +38,11 @@ const fixtureOf = (receiver: Receiver.Receiver) => {
         permanent: webhook(`http://receiver.localhost:${receiver.port}${base}/permanent`),
         silent: at("/silent"),
         flaky: { target: at("/flaky"), heal: Effect.sync(() => receiver.script(`${base}/flaky`, [{ status: 204 }])) },
+        outage: {
+          target: webhook(`https://receiver.localhost:${gate.port}${base}/outage`),
+          down: gate.close,
+          up: gate.open(receiver.port)
+        },
         arrived: (target: Target) =>
           Effect.sync(() =>
             receiver.received(pathOf(target)).map((r): Arrived => ({
@@ -55,7 +65,7 @@ const KindLayer = Layer.unwrapScoped(
     const egress = Egress.layerWith({ allowPrivate: ["127.0.0.1/32"], extraCa: tls.ca, deadline: Duration.minutes(2) }).pipe(
       Layer.provide(DnsResolver.layerStatic({ "receiver.localhost": ["127.0.0.1"] }))
     )
-    return Layer.merge(WebhookDestination.layer.pipe(Layer.provide(egress)), fixtureOf(receiver))
+    return Layer.merge(WebhookDestination.layer.pipe(Layer.provide(egress)), fixtureOf(receiver, yield* Effect.scope))
   })
 )
 

@@ -17,15 +17,31 @@
  * - redelivery keeps the id: after a transient failure and after a
  *   duplicate attempt, whatever arrived carries the one id;
  * - fair share: targets that never answer do not hold up another target of
- *   the same kind (the queue's own share per fairness key is the worker's).
+ *   the same kind (the queue's own share per fairness key is the worker's);
+ * - recovery (issue 40): through the delivery worker on a real database, a
+ *   target unreachable for a while, its connections dropped, while events
+ *   keep coming, is held and probed; back, everything arrives within
+ *   seconds, each once, and while down its host got no more than the bound.
  */
 import { expect, layer } from "@effect/vitest"
-import { Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { DnsResolver, Egress } from "@crm-relay/bridge"
+import { TestDatabase, Vault } from "@crm-relay/store"
+import { Context, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { Eventually } from "@crm-relay/testing"
 import { randomBytes, randomUUID } from "node:crypto"
 import { Webhook } from "standardwebhooks"
-import { Destination, type Message, type Outcome, type Target } from "../../src/Destination.js"
+import { Accounts } from "../../src/Accounts.js"
+import * as DeliveryWorker from "../../src/DeliveryWorker.js"
+import { Destination, type DestinationService, type Message, type Outcome, type Target } from "../../src/Destination.js"
+import { DestinationKinds } from "../../src/DestinationKinds.js"
+import { Destinations } from "../../src/Destinations.js"
+import * as Fanout from "../../src/Fanout.js"
+import * as OriginHealth from "../../src/OriginHealth.js"
+import { SigningSecrets } from "../../src/SigningSecrets.js"
+import * as WebhookDestination from "../../src/WebhookDestination.js"
 import * as WebhookSigner from "../../src/WebhookSigner.js"
+import { leadEvent } from "./Fixtures.js"
 
 /** A message as it arrived at a target. */
 export interface Arrived {
@@ -48,6 +64,11 @@ export interface KitTargets {
   readonly silent: Target
   /** Transient until `heal` runs, then accepting. */
   readonly flaky: { readonly target: Target; readonly heal: Effect.Effect<void> }
+  /**
+   * Accepting, through a gate: `down` drops its connections and every new one (the host gone from the
+   * network), `up` lets them through again.
+   */
+  readonly outage: { readonly target: Target; readonly down: Effect.Effect<void>; readonly up: Effect.Effect<void> }
   /** What arrived at `target` so far, in order. */
   readonly arrived: (target: Target) => Effect.Effect<ReadonlyArray<Arrived>>
 }
@@ -94,6 +115,96 @@ const expectSentence = (outcome: Outcome) => {
 
 const arrivedCount = (targets: KitTargets, target: Target, n: number) =>
   Eventually.eventually(Effect.map(targets.arrived(target), (arrived) => arrived.length >= n))
+
+/** How long the recovery behaviour's target is down: long enough for its origin to be held and probed several times. */
+const OUTAGE = Duration.seconds(20)
+
+/** Issue 40: back, everything held arrives within this. */
+const BACK_WITHIN = Duration.seconds(10)
+
+/**
+ * Issue 40's bound on what a host gets while down: a worker's share of one origin (32 slots) at the outage's
+ * start, then two attempts per 5 s at most (the probes).
+ */
+const outageBound = (outage: Duration.Duration) => 32 + 2 * Math.ceil(Duration.toMillis(outage) / 5_000)
+
+/**
+ * What the recovery behaviour runs on: a fresh database, the services that create an account and a destination
+ * and queue events, and a registry holding `destination` (and the webhook kind the worker also needs).
+ */
+const deliveryLayer = (destination: DestinationService) => {
+  const own = DestinationKinds.register(Layer.succeed(Destination, destination))
+  const kinds = destination.kind === WebhookDestination.KIND
+    ? DestinationKinds.layerOf(own)
+    : DestinationKinds.layerOf(
+      own,
+      WebhookDestination.registered.pipe(Layer.provide(Egress.layerWith().pipe(Layer.provide(DnsResolver.layerStatic({})))))
+    )
+  return Layer.mergeAll(Accounts.Default, Fanout.Fanout.Default, SigningSecrets.Default, Destinations.Default, kinds).pipe(
+    Layer.provide(kinds),
+    Layer.provideMerge(Vault.layerTest),
+    Layer.provideMerge(TestDatabase.layer)
+  )
+}
+
+/**
+ * Issue 40 through the delivery worker: a destination up, then down for OUTAGE (its connections dropped) while an
+ * event comes every second, then up again. Answers what happened, for the kit's test to check.
+ */
+const recovery = (destination: DestinationService, outage: KitTargets["outage"], arrived: KitTargets["arrived"]) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const account = yield* (yield* Accounts).create({ name: "Kit recovery", mode: "live" })
+    yield* (yield* Destinations).create({
+      accountId: account.id,
+      kind: destination.kind,
+      name: "Recovery",
+      event: "lead",
+      config: outage.target.config,
+      credentials: outage.target.credentials
+    }).pipe(Effect.orDie)
+    const fanout = yield* Fanout.Fanout
+    let calls = 0
+    const event = sql.withTransaction(fanout.enqueue(leadEvent(account.id, `call-kit-recovery-${++calls}`))).pipe(
+      Effect.map((ids) => ids[0]!),
+      Effect.orDie
+    )
+    const delivered = (ids: ReadonlyArray<string>) =>
+      sql<{ n: number }>`SELECT count(*)::int AS n FROM deliveries WHERE id IN ${sql.in(ids)} AND status = 'delivered'`.pipe(
+        Effect.map((rows) => rows[0]!.n === ids.length),
+        Effect.orDie
+      )
+    const worker = yield* Effect.forkScoped(DeliveryWorker.runWithKinds().pipe(Logger.withMinimumLogLevel(LogLevel.Warning)))
+
+    // Up: delivered, and the connection to the target is open when it drops.
+    const before = [yield* event, yield* event]
+    yield* Eventually.eventually(delivered(before))
+
+    yield* outage.down
+    const down = Date.now()
+    const sent: Array<string> = []
+    while (Date.now() < down + Duration.toMillis(OUTAGE)) {
+      sent.push(yield* event)
+      yield* Effect.sleep(Duration.seconds(1))
+    }
+    const [origin] = yield* sql<{ target_origin: string }>`SELECT target_origin FROM deliveries WHERE id = ${before[0]!}`.pipe(Effect.orDie)
+    const heldWhileDown = (yield* Effect.orDie(OriginHealth.held)).some((h) => h.origin === origin!.target_origin)
+    yield* outage.up
+    const up = Date.now()
+    yield* Eventually.eventually(delivered(sent), Duration.minutes(2))
+    const [last] = yield* sql<{ at: Date }>`SELECT max(delivered_at) AS at FROM deliveries WHERE id IN ${sql.in(sent)}`.pipe(Effect.orDie)
+    yield* Fiber.interrupt(worker)
+
+    // The attempts begun while down: those logged, and the final ones their rows hold (finalAttempt).
+    const [from, to] = [new Date(down), new Date(up)]
+    const [counted] = yield* sql<{ n: number }>`SELECT
+      (SELECT count(*) FROM delivery_attempts AS a JOIN deliveries AS d ON d.id = a.delivery_id
+        WHERE d.account_id = ${account.id} AND a.started_at >= ${from} AND a.started_at < ${to})::int
+      + (SELECT count(*) FROM deliveries AS d
+        WHERE d.account_id = ${account.id} AND d.final_started_at >= ${from} AND d.final_started_at < ${to})::int AS n`.pipe(Effect.orDie)
+    const ids = (yield* arrived(outage.target)).map((a) => a.id)
+    return { sent: [...before, ...sent], arrivedIds: ids, heldWhileDown, attemptsWhileDown: counted!.n, backInMs: last!.at.getTime() - up, down, up }
+  }).pipe(Effect.scoped, Effect.provide(deliveryLayer(destination)))
 
 /**
  * Runs the kit against `kind` (a Layer providing the kind's `Destination` and its
@@ -180,5 +291,17 @@ export const suite = <E>(kind: string, kindLayer: Layer.Layer<Destination | Dest
         // The silent target's messages are all still waiting for an answer.
         for (const fiber of stuck) expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
         yield* Effect.forEach(stuck, Fiber.interrupt)
+      }))
+
+    it.effect("#40 back in seconds, quiet while down: a target unreachable for 20 s, its connections dropped, while events keep coming, is held; back, every event arrives within 10 s, each once; while down its host got at most 32 + 2 per 5 s attempts", () =>
+      Effect.gen(function*() {
+        const destination = yield* Destination
+        const targets = yield* Effect.flatMap(DestinationFixture, (f) => f.targets)
+        const seen = yield* recovery(destination, targets.outage, targets.arrived)
+        expect(seen.heldWhileDown).toBe(true)
+        expect(seen.backInMs).toBeLessThanOrEqual(Duration.toMillis(BACK_WITHIN))
+        expect([...seen.arrivedIds].sort()).toEqual([...seen.sent].sort())
+        expect(seen.attemptsWhileDown).toBeLessThanOrEqual(outageBound(OUTAGE))
+        yield* Effect.logInfo("Recovery").pipe(Effect.annotateLogs({ kind, back_in_ms: seen.backInMs, attempts_while_down: seen.attemptsWhileDown }))
       }))
   })

@@ -1,7 +1,8 @@
 /**
  * A loopback TCP gate in front of a broker: closed, it accepts and drops
  * every connection at once (a broker that cannot take a message now);
- * opened, it forwards to the broker. The destination kit's "flaky" target.
+ * opened, it forwards to the broker. The destination kit's "flaky" target,
+ * and its "outage" one: `close` drops every connection through it too.
  */
 import { Effect } from "effect"
 import * as Net from "node:net"
@@ -43,11 +44,16 @@ export const start = Effect.acquireRelease(
       for (const socket of sockets) socket.destroy()
       server.close(() => resume(Effect.void))
     })
-).pipe(Effect.map(({ server, state }) => {
+).pipe(Effect.map(({ server, sockets, state }) => {
   const address = server.address()
   return {
     port: typeof address === "object" && address !== null ? address.port : 0,
     open: (port: number) => Effect.sync(() => void (state.open = port)),
+    /** Closes the gate and drops every connection through it, as a host gone from the network. */
+    close: Effect.sync(() => {
+      state.open = undefined
+      for (const socket of sockets) socket.destroy()
+    }),
     /** Connections accepted so far, and those still open. */
     accepted: () => state.accepted,
     connected: () => state.clients.size
