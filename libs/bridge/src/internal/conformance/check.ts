@@ -71,7 +71,7 @@ export interface Outcome {
 export const pass = (detail: string): Outcome => ({ status: "pass", detail })
 export const fail = (detail: string): Outcome => ({ status: "fail", detail })
 export const skip = (detail: string): Outcome => ({ status: "skip", detail })
-/** Passes, with a note: the bridge meets MCP's schema but not the contract's stricter wording (`hint` says how to). */
+/** Passes, with a note: the bridge meets MCP's schema but not the contract's stricter wording, or answers where the contract is silent (`hint` says how to do better). */
 export const warn = (detail: string, hint: string): Outcome => ({ status: "warn", detail, hint })
 
 /** One check: its identity, the rule it proves, and how it judges. */
