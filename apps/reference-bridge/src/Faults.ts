@@ -155,8 +155,13 @@ export class McpResultType extends Schema.TaggedClass<McpResultType>()("McpResul
   resultType: Schema.optionalWith(Schema.String, { exact: true })
 }) {}
 
-/** MCP: answer a tool error (`isError: true`) instead of running the tool. */
-export class McpIsError extends Schema.TaggedClass<McpIsError>()("McpIsError", {}) {}
+/**
+ * MCP: answer a tool error (`isError: true`) instead of running the tool; with `status`, its
+ * structuredContent names that error status (`{"status": 409}`), otherwise it is bare (the official SDK's default).
+ */
+export class McpIsError extends Schema.TaggedClass<McpIsError>()("McpIsError", {
+  status: Schema.optionalWith(Schema.Int.pipe(Schema.between(400, 599)), { exact: true })
+}) {}
 
 /** MCP: run the tool, then answer its receipt as plain text content only (no `structuredContent`). */
 export class McpTextOnly extends Schema.TaggedClass<McpTextOnly>()("McpTextOnly", {}) {}
@@ -251,7 +256,7 @@ export const mcpServerRequest = () => new McpServerRequest()
 export const mcpJsonRpcError = (code?: number, message?: string) =>
   new McpJsonRpcError({ ...(code === undefined ? {} : { code }), ...(message === undefined ? {} : { message }) })
 export const mcpResultType = (resultType?: string) => new McpResultType(resultType === undefined ? {} : { resultType })
-export const mcpIsError = () => new McpIsError()
+export const mcpIsError = (status?: number) => new McpIsError(status === undefined ? {} : { status })
 export const mcpTextOnly = () => new McpTextOnly()
 export const mcpWrongId = () => new McpWrongId()
 export const mcpOmitsIsError = () => new McpOmitsIsError()

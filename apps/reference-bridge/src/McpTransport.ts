@@ -163,7 +163,12 @@ const faultInsteadOfTool = (fault: Option.Option<Fault>, id: string): HttpServer
       return HttpServerResponse.unsafeJson({
         jsonrpc: "2.0",
         id,
-        result: { resultType: "complete", isError: true, content: [{ type: "text", text: "Injected tool error." }] }
+        result: {
+          resultType: "complete",
+          isError: true,
+          content: [{ type: "text", text: "Injected tool error." }],
+          ...(f.status === undefined ? {} : { structuredContent: { status: f.status } })
+        }
       })
     default:
       return undefined

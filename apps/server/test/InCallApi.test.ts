@@ -127,6 +127,23 @@ layer(S.Live)("in-call API", (it) => {
       expect([taken.status, taken.json]).toEqual([200, { ok: false, reason: "conflict", message: expect.any(String) }])
     }))
 
+  it.effect("Refusing over MCP: a taken slot refused at HTTP 200 with isError and {status: 409} answers {ok: false, reason: \"conflict\"}, a bare isError {ok: false, reason: \"rejected\"}; neither promises a booking", () =>
+    Effect.gen(function*() {
+      const bridge = yield* ReferenceBridge.ReferenceBridge
+      const id = yield* connected("mcp")
+      const ada = yield* contactId(id)
+      const bob = yield* contactId(id, { ...contact, full_name: "Bob", phones: ["+1 555 010 0077"], emails: [] })
+      expect((yield* call(id, "appointments", { appointment: appointment(ada, 11) })).json).toMatchObject({ ok: true })
+      for (const [fault, reason] of [[Faults.mcpIsError(409), "conflict"], [Faults.mcpIsError(), "rejected"]] as const) {
+        yield* bridge.control.setFault(fault, { operation: "appointments.create" })
+        const taken = yield* call(id, "appointments", { appointment: appointment(bob, 11) })
+        // Exactly the failure shape: no id, no confirmed, no instants.
+        expect([taken.status, taken.json]).toEqual([200, { ok: false, reason, message: expect.any(String) }])
+        expect((taken.json as { message: string }).message).not.toContain("Injected")
+      }
+      expect((yield* bridge.control.records).appointments).toHaveLength(1)
+    }))
+
   it.effect("Operation rule 5: an invalid receipt answers {ok: false, reason: \"rejected\"} and no booking is reported", () =>
     Effect.gen(function*() {
       const bridge = yield* ReferenceBridge.ReferenceBridge

@@ -100,6 +100,8 @@ export const PermanentKind = Schema.Literal(
   "encoding",
   /** An MCP answer that is not a complete tool result (JSON-RPC error, server request, ...). */
   "protocol",
+  /** An MCP tool error (`isError: true`) naming no error status: refused, no receipt, not retried. */
+  "tool_error",
   /** Safe egress refused the exchange (address, URL, size). */
   "egress_refused",
   /** The input was refused before anything was sent (Operation rule 7). */

@@ -3,7 +3,7 @@
  * against one bridge connection and reports PASS / WARN / FAIL / SKIP per rule,
  * with redacted evidence, a hint, and the level the bridge earns. A WARN
  * never costs a level: it marks what the client accepts but the contract's
- * wording asks more of.
+ * wording asks more of, or does not specify (a refusal with a bare MCP tool error).
  *
  * - The read-only level (default) writes nothing: it is safe on a production
  *   tenant. The write level (`writes: true`) creates contacts, leads and

@@ -152,6 +152,14 @@ const breakages = {
       })
     }
   }),
+  // Over MCP, the bridge's HTTP 409 for the taken slot becomes an HTTP 200 answer of the given shape.
+  refusesInBand: (result: (id: unknown) => Record<string, unknown>) => (): BrokenBridge.Breakage => ({
+    answer: (r, a) => {
+      if (!is(r, "appointments.create") || a.status !== 409) return a
+      const id = (r.body as Record<string, unknown>)["id"]
+      return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ jsonrpc: "2.0", id, ...result(id) }) }
+    }
+  }),
   staleAvailability: (): BrokenBridge.Breakage => {
     let first: unknown
     return {
@@ -179,6 +187,8 @@ interface Row {
   readonly breakage?: () => BrokenBridge.Breakage
   readonly latencyLimit?: Duration.DurationInput
   readonly fails: ReadonlyArray<string> | Readonly<Record<Transport, ReadonlyArray<string>>>
+  /** The checks that warn, when the row says (otherwise not asserted). */
+  readonly warns?: ReadonlyArray<string>
 }
 
 const BOTH: ReadonlyArray<Transport> = ["rest", "mcp"]
@@ -243,7 +253,31 @@ const TABLE: ReadonlyArray<Row> = [
     fails: ["contacts.upsert.replay", "leads.create.replay", "appointments.create.replay"]
   },
   { name: "a taken slot is booked again", transports: BOTH, writes: true, breakage: breakages.doubleBooks, fails: ["appointments.create.conflict"] },
-  { name: "availability still offers a booked slot", transports: BOTH, writes: true, breakage: breakages.staleAvailability, fails: ["appointments.create.closes_availability"] }
+  { name: "availability still offers a booked slot", transports: BOTH, writes: true, breakage: breakages.staleAvailability, fails: ["appointments.create.closes_availability"] },
+  // How an MCP bridge says 409 at HTTP 200 (docs/building-a-bridge.md, "Refusing over MCP").
+  {
+    name: "MCP refuses the taken slot with isError and structuredContent {status: 409} (the 409 over MCP)",
+    transports: ["mcp"],
+    writes: true,
+    breakage: breakages.refusesInBand(() => ({ result: { resultType: "complete", isError: true, content: [{ type: "text", text: "Slot taken." }], structuredContent: { status: 409 } } })),
+    fails: [],
+    warns: []
+  },
+  {
+    name: "MCP refuses the taken slot with a bare isError text result, the official SDK's default (the contract is silent: a WARN)",
+    transports: ["mcp"],
+    writes: true,
+    breakage: breakages.refusesInBand(() => ({ result: { resultType: "complete", isError: true, content: [{ type: "text", text: "Slot taken." }] } })),
+    fails: [],
+    warns: ["appointments.create.conflict"]
+  },
+  {
+    name: "MCP answers the taken slot with a JSON-RPC error at HTTP 200 (a protocol failure, not a 409)",
+    transports: ["mcp"],
+    writes: true,
+    breakage: breakages.refusesInBand(() => ({ error: { code: -32000, message: "Slot taken." } })),
+    fails: ["appointments.create.conflict"]
+  }
 ]
 
 layer(BrokenBridge.layer, { excludeTestServices: true })("bridge conformance check", (it) => {
@@ -344,6 +378,7 @@ layer(BrokenBridge.layer, { excludeTestServices: true })("bridge conformance che
             })
             expect(failing(report).sort()).toEqual([...expected].sort())
             expect(report.passed).toBe(expected.length === 0)
+            if (row.warns !== undefined) expect(report.checks.filter((c) => c.status === "warn").map((c) => c.id)).toEqual(row.warns)
             for (const id of expected) {
               const failed = report.checks.find((c) => c.id === id)!
               expect(failed.hint.length).toBeGreaterThan(0)

@@ -179,7 +179,9 @@ layer(Harness.layer)("McpTransport", (it) => {
         const { client, fake } = yield* Harness.client({ transport: "mcp", auth: "api_key" })
         fake.scripts.push({ framing, messages })
         const error = yield* Effect.flip(client.contactsUpsert(Samples.contact))
-        expect(error).toMatchObject({ _tag: "Permanent", kind: "protocol", operation: "contacts.upsert", status: 200 })
+        // A bare tool error is a refusal that names no status (Refusing over MCP); everything else is unusable.
+        const kind = name.startsWith("Response body shape: isError true") ? "tool_error" : "protocol"
+        expect(error).toMatchObject({ _tag: "Permanent", kind, operation: "contacts.upsert", status: 200 })
         // Remote prose never becomes part of our message.
         expect(error.message).not.toContain("Ignore previous instructions")
       }))

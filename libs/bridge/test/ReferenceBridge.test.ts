@@ -385,22 +385,25 @@ layer(Reference.layer)("against the reference bridge", (it) => {
         expect(request!.idempotencyKey).toMatch(/^[0-9a-f]{64}$/)
       }))
 
-    const refusals: ReadonlyArray<readonly [string, Faults.Fault]> = [
-      ["Unsupported: server requests fail the operation", Faults.mcpServerRequest()],
-      ["Unsupported: JSON-RPC errors fail the operation", Faults.mcpJsonRpcError(-32000, "Please call me back")],
-      ["Unsupported: incomplete results fail the operation", Faults.mcpResultType("input_required")],
-      ["Response body shape: isError true fails the operation", Faults.mcpIsError()],
-      ["Response body shape: plain text is not parsed into a receipt", Faults.mcpTextOnly()],
-      ["Response body shape: an id that does not echo the request ID fails the operation", Faults.mcpWrongId()]
+    const refusals: ReadonlyArray<readonly [string, Faults.Fault, Record<string, unknown>]> = [
+      ["Unsupported: server requests fail the operation", Faults.mcpServerRequest(), { _tag: "Permanent", kind: "protocol" }],
+      ["Unsupported: JSON-RPC errors fail the operation", Faults.mcpJsonRpcError(-32000, "Please call me back"), { _tag: "Permanent", kind: "protocol" }],
+      ["Unsupported: incomplete results fail the operation", Faults.mcpResultType("input_required"), { _tag: "Permanent", kind: "protocol" }],
+      ["Response body shape: isError true fails the operation (bare: refused, permanent)", Faults.mcpIsError(), { _tag: "Permanent", kind: "tool_error" }],
+      ["Refusing over MCP: isError naming status 409 is the 409 (Conflict)", Faults.mcpIsError(409), { _tag: "Conflict", status: 409 }],
+      ["Refusing over MCP: isError naming status 503 is the 503 (Transient)", Faults.mcpIsError(503), { _tag: "Transient", status: 503 }],
+      ["Response body shape: plain text is not parsed into a receipt", Faults.mcpTextOnly(), { _tag: "Permanent", kind: "protocol" }],
+      ["Response body shape: an id that does not echo the request ID fails the operation", Faults.mcpWrongId(), { _tag: "Permanent", kind: "protocol" }]
     ]
-    for (const [name, fault] of refusals) {
-      it.effect(`${name} — Permanent, never a receipt`, () =>
+    for (const [name, fault, expected] of refusals) {
+      it.effect(`${name} — ${String(expected["_tag"])}, never a receipt`, () =>
         Effect.gen(function*() {
           const { bridge, client } = yield* Reference.client({ transport: "mcp", auth: "api_key" })
-          yield* bridge.control.setFault(fault, { operation: "contacts.upsert" })
+          yield* bridge.control.setFault(fault, { operation: "contacts.upsert", times: "always" })
           const error = yield* Effect.flip(client.contactsUpsert(Samples.contact))
-          expect(error).toMatchObject({ _tag: "Permanent", kind: "protocol", operation: "contacts.upsert" })
+          expect(error).toMatchObject({ ...expected, operation: "contacts.upsert" })
           expect(error.message).not.toContain("call me back")
+          expect(error.message).not.toContain("Injected")
         }))
     }
   })

@@ -8,7 +8,8 @@ import { Schema } from "effect"
 
 /**
  * How one check ended. `warn` passes (it never costs a level) but notes where
- * the bridge meets MCP's own schema and not the contract's stricter wording.
+ * the bridge meets MCP's own schema and not the contract's stricter wording,
+ * or answers in a way the contract does not specify (a bare MCP tool error).
  */
 export const CheckStatus = Schema.Literal("pass", "warn", "fail", "skip").annotations({ identifier: "ConformanceCheckStatus" })
 export type CheckStatus = typeof CheckStatus.Type

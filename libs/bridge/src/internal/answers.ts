@@ -4,7 +4,7 @@
  * redirects and other statuses Permanent. Also the body checks every
  * transport shares: no content encoding, JSON that parses.
  */
-import { Effect, Either, Option } from "effect"
+import { type Duration, Effect, Either, Option } from "effect"
 import type { Operations } from "@crm-relay/contract"
 import type { BridgeError } from "../BridgeError.js"
 import { Auth, Conflict, Permanent, transient } from "../BridgeError.js"
@@ -27,6 +27,33 @@ export const header = (answer: Pick<Answer, "headers">, name: string): string | 
 const noFailure: Effect.Effect<Option.Option<BridgeError>> = Effect.succeed(Option.none())
 
 /**
+ * The failure an error status stands for (contract "Errors": 409 Conflict,
+ * 401 Auth, 429 and 5xx Transient, anything else Permanent). `via` says how
+ * the status came when not as the HTTP status (" in a tool error"); `retryAfter` is already read.
+ */
+export const statusError = (
+  operation: Operations.OperationName,
+  status: number,
+  peer: string,
+  via: string,
+  retryAfter: Duration.Duration | undefined
+): BridgeError => {
+  const who = capitalize(peer)
+  if (status === 409) {
+    return new Conflict({ operation, status, message: `${who} answered 409${via}: the slot is taken or the write conflicts.` })
+  }
+  if (status === 401) return new Auth({ operation, status, message: `${who} refused the credential (401${via}).` })
+  if (status === 429 || (status >= 500 && status <= 599)) {
+    return transient({ operation, status, message: `${who} answered ${status}${via}; the exchange may be retried later.`, retryAfter })
+  }
+  if (status >= 300 && status <= 399) {
+    const { diagnosis, message } = redirectDiagnosis(status, peer)
+    return new Permanent({ operation, status, kind: "redirect", message, diagnosis })
+  }
+  return new Permanent({ operation, status, kind: "rejected", message: `${who} rejected the request with ${status}${via}.` })
+}
+
+/**
  * The failure a non-2xx status stands for, or none for 2xx. `peer` names who
  * answered ("the bridge", "the token endpoint") in the message.
  */
@@ -36,35 +63,15 @@ export const statusFailure = (
   peer: string
 ): Effect.Effect<Option.Option<BridgeError>> =>
   answer.status >= 200 && answer.status <= 299 ? noFailure : Effect.clockWith((clock) =>
-    Effect.sync(() => {
-      const status = answer.status
-      if (status >= 200 && status <= 299) return Option.none()
-      if (status === 409) {
-        return Option.some(
-          new Conflict({ operation, status, message: `${capitalize(peer)} answered 409: the slot is taken or the write conflicts.` })
-        )
-      }
-      if (status === 401) {
-        return Option.some(new Auth({ operation, status, message: `${capitalize(peer)} refused the credential (401).` }))
-      }
-      if (status === 429 || (status >= 500 && status <= 599)) {
-        return Option.some(transient({
-          operation,
-          status,
-          message: `${capitalize(peer)} answered ${status}; the exchange may be retried later.`,
-          retryAfter: Option.getOrUndefined(
-            parseRetryAfter(header(answer, "retry-after"), clock.unsafeCurrentTimeMillis())
-          )
-        }))
-      }
-      if (status >= 300 && status <= 399) {
-        const { diagnosis, message } = redirectDiagnosis(status, peer)
-        return Option.some(new Permanent({ operation, status, kind: "redirect", message, diagnosis }))
-      }
-      return Option.some(
-        new Permanent({ operation, status, kind: "rejected", message: `${capitalize(peer)} rejected the request with ${status}.` })
-      )
-    })
+    Effect.sync(() =>
+      Option.some(statusError(
+        operation,
+        answer.status,
+        peer,
+        "",
+        Option.getOrUndefined(parseRetryAfter(header(answer, "retry-after"), clock.unsafeCurrentTimeMillis()))
+      ))
+    )
   )
 
 const capitalize = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)

@@ -3,10 +3,13 @@
  * (`@modelcontextprotocol/server`): `createMcpHandler` serves the six
  * svc.crm.v1 tools over Streamable HTTP (stateless, protocol 2026-07-28)
  * behind the SDK's `requireBearerAuth`, and each tool answers as the SDK
- * shapes a result — `structuredContent` and text, no `isError` on success.
- * The CRM behind it (contacts, leads, calendar, idempotency, in memory) and
- * the OAuth token endpoint are the reference bridge's, so only the MCP layer
- * is the SDK's. Served over real TLS on loopback (`sdk-bridge.localhost`).
+ * shapes a result — `structuredContent` and text, no `isError` on success,
+ * and a taken slot refused the SDK's default way: HTTP 200 and a bare
+ * `{isError: true, content: [text]}`. The CRM behind it (contacts, leads,
+ * idempotency, in memory) and the OAuth token endpoint are the reference
+ * bridge's, so only the MCP layer is the SDK's. Its calendar is small (three
+ * slots a week), as a test tenant's often is, so the check's own earlier
+ * bookings drain it. Served over real TLS on loopback (`sdk-bridge.localhost`).
  */
 import { Operations } from "@crm-relay/contract"
 import { BridgeOperations, BridgeStore, Calendar, Credentials, MemoryStore } from "@crm-relay/reference-bridge"
@@ -140,8 +143,9 @@ const mcpEndpoint = Effect.gen(function*() {
     refusals.set(request, outcome)
     const body: unknown = await request.clone().json().catch(() => undefined)
     const answer = await handler.fetch(request, { authInfo: auth })
-    if (outcome.refusal === undefined) return answer
-    // A refused operation keeps the HTTP status the REST transport would answer (409 for a taken slot, 401, 400).
+    // A taken slot stays the SDK's default answer: HTTP 200, a bare isError text result.
+    if (outcome.refusal === undefined || outcome.refusal.status === 409) return answer
+    // Other refusals keep the HTTP status the REST transport would answer (401 for another tenant, 400).
     await answer.body?.cancel()
     const id = typeof body === "object" && body !== null && "id" in body ? body.id : null
     return Response.json(
@@ -166,7 +170,11 @@ const make = Effect.gen(function*() {
     },
     { tenantId: TENANTS.other.tenantId, apiKey: TENANTS.other.apiKey }
   ])
-  const calendar = yield* Either.match(Calendar.make(), { onLeft: Effect.die, onRight: Effect.succeed })
+  // Mondays 09:00–12:00: three one-hour slots a week.
+  const calendar = yield* Either.match(Calendar.make({ openingHours: [[0, 9 * 60, 12 * 60]] }), {
+    onLeft: Effect.die,
+    onRight: Effect.succeed
+  })
   const operations = yield* BridgeOperations.make({ operations: Operations.OPERATIONS, bookingClosesAvailability: true, calendar }).pipe(
     Effect.provideService(BridgeStore.BridgeStore, yield* MemoryStore.make)
   )

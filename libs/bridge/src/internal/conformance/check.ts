@@ -38,10 +38,20 @@ export interface State {
   advertised: ReadonlySet<string>
   closesAvailability: boolean
   window: Operations.AvailabilityListRequest["window"] | undefined
-  slots: ReadonlyArray<{ readonly start: Values.Instant; readonly end: Values.Instant; readonly timezone: Values.TimeZone }>
+  /** The usable slots of `window`, in start order (the bridge's order must not choose the slot). */
+  slots: ReadonlyArray<Slot>
+  /** The window the booking's slot was offered in (`window`, or a later week when `window` had none free). */
+  bookingWindow: Operations.AvailabilityListRequest["window"] | undefined
   contact: Written & { readonly contact: typeof Resources.Contact.Encoded } | undefined
   lead: Written | undefined
   booking: Written & { readonly start: Values.Instant; readonly end: Values.Instant } | undefined
+}
+
+/** An offered slot the check may book. */
+export interface Slot {
+  readonly start: Values.Instant
+  readonly end: Values.Instant
+  readonly timezone: Values.TimeZone
 }
 
 /** A write a later check replays: its receipt id, key and request body. */
@@ -61,7 +71,7 @@ export interface Outcome {
 export const pass = (detail: string): Outcome => ({ status: "pass", detail })
 export const fail = (detail: string): Outcome => ({ status: "fail", detail })
 export const skip = (detail: string): Outcome => ({ status: "skip", detail })
-/** Passes, with a note: the bridge meets MCP's schema but not the contract's stricter wording (`hint` says how to). */
+/** Passes, with a note: the bridge meets MCP's schema but not the contract's stricter wording, or answers where the contract is silent (`hint` says how to do better). */
 export const warn = (detail: string, hint: string): Outcome => ({ status: "warn", detail, hint })
 
 /** One check: its identity, the rule it proves, and how it judges. */
@@ -83,6 +93,7 @@ export const initialState = (): State => ({
   closesAvailability: false,
   window: undefined,
   slots: [],
+  bookingWindow: undefined,
   contact: undefined,
   lead: undefined,
   booking: undefined
@@ -131,6 +142,8 @@ export const transportCheckOf = (setup: Setup, error: BridgeError): string | und
       return mcp ? "mcp.framing" : "rest.json_answers"
     case "protocol":
       return error.message.includes("request id") ? "mcp.request_id" : "mcp.tool_result"
+    case "tool_error":
+      return "mcp.tool_result"
     default:
       return undefined
   }
@@ -149,6 +162,31 @@ export const failureHint = (error: BridgeError): { readonly hint?: string } => {
       return {}
   }
 }
+
+/**
+ * The seven-day availability window the check asks about, `weeksAhead` weeks after the first one
+ * (tomorrow 00:00 UTC): the read-only checks judge week 0; the booking looks further when it has no free slot.
+ */
+export const windowFor = (now: Date, weeksAhead = 0): Operations.AvailabilityListRequest["window"] => {
+  const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1 + 7 * weeksAhead))
+  const end = new Date(start.getTime() + 7 * 24 * 3600 * 1000)
+  const iso = (d: Date) => Values.Instant.make(`${d.toISOString().slice(0, 19)}Z`)
+  return { start: iso(start), end: iso(end), timezone: Values.TimeZone.make("Etc/UTC"), windows: [], slot_minutes: 0, job_type: "" }
+}
+
+/** The slots of an availability answer the check could book (instants with offsets, end after start, an IANA zone), in start order. */
+export const usableSlots = (list: ReadonlyArray<unknown>): ReadonlyArray<Slot> =>
+  list.flatMap((slot): Array<Slot & { readonly nanos: bigint }> => {
+    const s = isRecord(slot) ? slot : {}
+    const start = typeof s["start"] === "string" ? Values.parseInstant(s["start"]) : undefined
+    const end = typeof s["end"] === "string" ? Values.parseInstant(s["end"]) : undefined
+    const zone = s["timezone"]
+    return start !== undefined && end !== undefined && end > start && typeof zone === "string" && Values.isIanaTimeZone(zone)
+      ? [{ start: Values.Instant.make(String(s["start"])), end: Values.Instant.make(String(s["end"])), timezone: Values.TimeZone.make(zone), nanos: start }]
+      : []
+  })
+    .sort((a, b) => (a.nanos < b.nanos ? -1 : a.nanos > b.nanos ? 1 : 0))
+    .map(({ end, start, timezone }) => ({ start, end, timezone }))
 
 export const isRecord = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value)

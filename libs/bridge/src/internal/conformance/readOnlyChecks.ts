@@ -19,17 +19,12 @@ import {
   pass,
   receiptOf,
   send,
-  skip
+  skip,
+  usableSlots,
+  warn,
+  windowFor
 } from "./check.js"
-import { withoutCredential } from "./recorder.js"
-
-/** The availability window the check asks about: the next seven days, from tomorrow 00:00 UTC. */
-const windowFor = (now: Date): Operations.AvailabilityListRequest["window"] => {
-  const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1))
-  const end = new Date(start.getTime() + 7 * 24 * 3600 * 1000)
-  const iso = (d: Date) => Values.Instant.make(`${d.toISOString().slice(0, 19)}Z`)
-  return { start: iso(start), end: iso(end), timezone: Values.TimeZone.make("Etc/UTC"), windows: [], slot_minutes: 0, job_type: "" }
-}
+import { expectingRefusal, withoutCredential } from "./recorder.js"
 
 interface SlotView {
   readonly index: number
@@ -56,14 +51,7 @@ const slotsOf = (setup: Setup, state: State, cache: { value?: Either.Either<Read
         return { index, start: s["start"], end: s["end"], timezone: s["timezone"], startNanos: parse(s["start"]), endNanos: parse(s["end"]) }
       }))
     })
-    if (Either.isRight(slots)) {
-      state.slots = slots.right.flatMap((s) =>
-        s.startNanos !== undefined && s.endNanos !== undefined && s.endNanos > s.startNanos &&
-          typeof s.timezone === "string" && Values.isIanaTimeZone(s.timezone)
-          ? [{ start: Values.Instant.make(String(s.start)), end: Values.Instant.make(String(s.end)), timezone: Values.TimeZone.make(s.timezone) }]
-          : []
-      )
-    }
+    if (Either.isRight(receipt) && Array.isArray(receipt.right["slots"])) state.slots = usableSlots(receipt.right["slots"])
     cache.value = slots
     return slots
   })
@@ -260,7 +248,7 @@ export const readOnly = (): ReadonlyArray<Check> => {
       hint: "Answer 401 to every request without an Authorization: Bearer credential.",
       run: (setup) =>
         Effect.map(
-          withoutCredential(send(setup, "capabilities", common(setup), { bearer: Redacted.make("unused") })),
+          expectingRefusal(withoutCredential(send(setup, "capabilities", common(setup), { bearer: Redacted.make("unused") }))),
           (result) =>
             Either.isLeft(result) && result.left._tag === "Auth"
               ? pass("A request without a credential was answered 401.")
@@ -277,7 +265,9 @@ export const readOnly = (): ReadonlyArray<Check> => {
       hint: "Answer 401 when the Bearer credential is not one the bridge issued or configured.",
       run: (setup) =>
         Effect.map(
-          send(setup, "capabilities", common(setup), { bearer: Redacted.make(`crm-relay-conformance-${randomBytes(12).toString("hex")}`) }),
+          expectingRefusal(
+            send(setup, "capabilities", common(setup), { bearer: Redacted.make(`crm-relay-conformance-${randomBytes(12).toString("hex")}`) })
+          ),
           (result) =>
             Either.isLeft(result) && result.left._tag === "Auth"
               ? pass("A request with a credential the bridge never issued was answered 401.")
@@ -297,13 +287,19 @@ export const readOnly = (): ReadonlyArray<Check> => {
           onNone: () => Effect.succeed(skip("Give a second tenant's credential (--other-tenant-...) to check tenant binding.")),
           onSome: (other) =>
             Effect.map(
-              Effect.either(other.authorize("capabilities", (bearer) =>
-                setup.transport.send({ operation: "capabilities", body: common(setup), idempotencyKey: undefined, bearer }))),
+              expectingRefusal(Effect.either(other.authorize("capabilities", (bearer) =>
+                setup.transport.send({ operation: "capabilities", body: common(setup), idempotencyKey: undefined, bearer })))),
               (result) =>
                 Either.isRight(result)
                   ? fail(`A request for tenant ${setup.tenantId} with another tenant's credential was answered ${result.right.status}.`)
                   : result.left._tag === "Auth" || (result.left._tag === "Permanent" && result.left.kind === "rejected")
                   ? pass(`A request for tenant ${setup.tenantId} with another tenant's credential was refused (${result.left.status}).`)
+                  : result.left._tag === "Permanent" && result.left.kind === "tool_error"
+                  // The contract does not say how an MCP bridge signals a refusal: a bare tool error refuses, but says not why.
+                  ? warn(
+                    `A request for tenant ${setup.tenantId} with another tenant's credential was refused with a bare tool error (isError: true naming no status).`,
+                    "Name the status in the tool error, {isError: true, structuredContent: {status: 401}}, or answer HTTP 401, so the refusal reads as the credential's."
+                  )
                   : fail(`The tenant-mismatch request was not refused: ${result.left.message}`)
             )
         })

@@ -16,6 +16,8 @@ export interface Exchange {
   readonly requestBody: string
   /** The check removed the Authorization header (the "no credential" probe). */
   readonly withoutCredential: boolean
+  /** The check meant the bridge to refuse this request (a taken slot, a wrong credential): no success to judge. */
+  readonly expectsRefusal: boolean
   readonly response: EgressResponse | undefined
   readonly error: EgressError | undefined
   readonly durationMs: number
@@ -27,6 +29,13 @@ const stripCredential = FiberRef.unsafeMake(false)
 /** Runs `effect` with every exchange it makes sent without an Authorization header. */
 export const withoutCredential = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.locally(effect, stripCredential, true)
+
+/** When set, the exchanges of this fiber are requests the check means the bridge to refuse. */
+const refusalExpected = FiberRef.unsafeMake(false)
+
+/** Runs `effect` with every exchange it makes recorded as one the bridge should refuse (so `mcp.tool_result` leaves it alone). */
+export const expectingRefusal = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.locally(effect, refusalExpected, true)
 
 const decoder = new TextDecoder()
 
@@ -51,6 +60,7 @@ export const make = (egress: Egress["Type"]) =>
     const send = (request: EgressRequest): Effect.Effect<EgressResponse, EgressError> =>
       Effect.gen(function*() {
         const strip = yield* FiberRef.get(stripCredential)
+        const expectsRefusal = yield* FiberRef.get(refusalExpected)
         const headers = { ...(request.headers ?? {}) }
         if (strip) delete headers["authorization"]
         const started = clock.unsafeCurrentTimeNanos()
@@ -62,6 +72,7 @@ export const make = (egress: Egress["Type"]) =>
           requestHeaders: publicHeaders(headers),
           requestBody: textOf(request.body),
           withoutCredential: strip,
+          expectsRefusal,
           durationMs
         }
         const recorded: Exchange = exit._tag === "Success"

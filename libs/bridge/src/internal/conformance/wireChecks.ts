@@ -10,11 +10,12 @@ import { Effect, Either, Redacted } from "effect"
 import { Mcp, Operations, Values } from "@crm-relay/contract"
 import { Permanent } from "../../BridgeError.js"
 import { makeRequestId, META } from "../../McpTransport.js"
-import { rawToolResultReceipt } from "../mcpAnswer.js"
+import type { Reading } from "../mcpAnswer.js"
+import { readMessage } from "../mcpAnswer.js"
 import type { Check, Setup } from "./check.js"
 import { common, fail, isRecord, pass, skip, transportCheckOf, warn } from "./check.js"
 import type { Exchange } from "./recorder.js"
-import { label } from "./recorder.js"
+import { expectingRefusal, label } from "./recorder.js"
 
 const bridgeExchanges = (setup: Setup) =>
   Effect.map(setup.exchanges, (all) => all.filter((e) => e.purpose === "bridge"))
@@ -45,6 +46,20 @@ const finalMessage = (e: Exchange): Record<string, unknown> | undefined =>
 const requestIdOf = (e: Exchange): unknown => {
   const body = decodeMessage(e.requestBody)
   return isRecord(body) ? body["id"] : undefined
+}
+
+/**
+ * The check's reading of an MCP answer: its messages in order through the client's own `readMessage`, the
+ * first that is not a notification decides (with the raw `result` it read). None when no frame is JSON
+ * (left to mcp.framing).
+ */
+export const readAnswer = (e: Exchange): { readonly reading: Reading; readonly result: unknown } | undefined => {
+  for (const message of mcpMessages(e)) {
+    if (message === undefined) continue
+    const reading = readMessage(message, requestIdOf(e))
+    if (reading._tag !== "Notification") return { reading, result: isRecord(message) ? message["result"] : undefined }
+  }
+  return undefined
 }
 
 export const transportChecks = (): ReadonlyArray<Check> => [
@@ -134,7 +149,7 @@ export const transportChecks = (): ReadonlyArray<Check> => [
             _meta: META
           }
         }
-        const result = yield* Effect.either(setup.credentials.authorize("capabilities", (bearer) =>
+        const result = yield* expectingRefusal(Effect.either(setup.credentials.authorize("capabilities", (bearer) =>
           setup.egress.send({
             method: "POST",
             url: setup.url,
@@ -155,7 +170,7 @@ export const transportChecks = (): ReadonlyArray<Check> => [
               kind: error._tag === "EgressEncodingRefused" ? "encoding" : "egress_refused",
               message: error.message
             })
-          ))))
+          )))))
         if (Either.isLeft(result)) {
           const other = transportCheckOf(setup, result.left)
           return other === undefined
@@ -219,15 +234,25 @@ export const transportChecks = (): ReadonlyArray<Check> => [
     hint: "Answer a 2xx tools/call with result {resultType: \"complete\", isError: false, structuredContent: <REST receipt>}; no server requests.",
     run: (setup) =>
       Effect.map(bridgeExchanges(setup), (all) => {
-        if (!all.some(is2xx)) return skip("No successful answer to judge.")
-        const judged = all.filter(is2xx).flatMap((e) => {
-          const messages = mcpMessages(e)
-          if (messages.some((m) => isRecord(m) && "method" in m && m["id"] !== undefined)) return [{ e, bad: true, omitted: false }]
-          const final = finalMessage(e)
-          if (final === undefined) return [] // judged by mcp.framing
-          // The client's own reading (isError absent means false), so the check never fails what the client accepts.
-          const bad = !("result" in final) || Either.isLeft(rawToolResultReceipt(final["result"]))
-          return [{ e, bad, omitted: !bad && isRecord(final["result"]) && !("isError" in final["result"]) }]
+        // Only answers to requests meant to succeed: a refusal the check provoked (a taken slot, a wrong credential) is judged by its own check.
+        const meant = all.filter((e) => is2xx(e) && !e.expectsRefusal)
+        if (meant.length === 0) return skip("No successful answer to judge.")
+        const judged = meant.flatMap((e) => {
+          const read = readAnswer(e)
+          if (read === undefined) return [] // judged by mcp.framing
+          const { reading, result } = read
+          switch (reading._tag) {
+            case "Receipt":
+              return [{ e, bad: false, omitted: isRecord(result) && !("isError" in result) }]
+            case "Refusal":
+              return [] // an error status in a tool error, like a non-2xx answer: the operation's check reports it
+            case "ToolError":
+              return [{ e, bad: true, omitted: false }]
+            case "Notification":
+            case "Unusable":
+              // A wrong id echo is mcp.request_id's.
+              return reading._tag === "Unusable" && reading.why.includes("request id") ? [] : [{ e, bad: true, omitted: false }]
+          }
         })
         const bad = judged.filter((j) => j.bad).map((j) => j.e)
         if (bad.length > 0) {
