@@ -51,7 +51,7 @@ export const DeliveryJob = Schema.Struct({
   /** Attempts made while its origin was held (OriginHealth): the retry schedule steps over them. */
   held_attempts: Schema.Int,
   /** Its origin at the claim (OriginHealth): this delivery is the held origin's probe, or a streak of failures is under way. */
-  origin_state: Schema.NullOr(Schema.Literal("probe", "suspect"))
+  origin_state: Schema.NullOr(OriginHealth.ClaimedOriginState)
 })
 export type DeliveryJob = typeof DeliveryJob.Type
 

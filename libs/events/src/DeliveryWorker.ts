@@ -431,14 +431,13 @@ export const makeHandler = (
     if (job.data.origin_state === null) return Effect.succeed(healthy)
     return OriginHealth.noteUp(origin).pipe(
       Effect.tap((since) =>
-        Option.isNone(since) ? Effect.void : Effect.zipRight(
+        Option.isNone(since) ? Effect.void : Effect.all([
           probe ? Metric.increment(OriginMetrics.originProbesByResult.recovered) : Effect.void,
-          Effect.zipRight(
           JobQueue.wake(table).pipe(Effect.provideService(Notifier.Notifier, notifier)),
           Effect.logInfo("Receiver origin answered again; delivering what was held for it").pipe(
             Effect.annotateLogs({ target_host: hostOf(job.data.target_url), failing_since: since.value.toISOString() })
           )
-        ))
+        ], { discard: true })
       ),
       Effect.as(healthy),
       Effect.orDie

@@ -54,7 +54,8 @@ export const DEFAULT_PROBE_POLICY: ProbePolicy = {
 }
 
 /** A claimed delivery's origin, as the claim reads it: its probe, or a streak of failures under way. */
-export type ClaimedOriginState = "probe" | "suspect"
+export const ClaimedOriginState = Schema.Literal("probe", "suspect")
+export type ClaimedOriginState = typeof ClaimedOriginState.Type
 
 /**
  * The select-list expression of a claimed delivery's origin state without the claim function, which alone
