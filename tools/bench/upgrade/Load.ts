@@ -8,10 +8,12 @@
  */
 import { Duration, Effect, Fiber } from "effect"
 import { Agent, fetch } from "undici"
-import { leadOutcome } from "../support/Receiver.js"
 
-/** The statuses the intake may answer: 202, and the Error object's statuses of the contract and of the endpoint (409). */
-export const CONTRACT_STATUSES: ReadonlySet<number> = new Set([202, 400, 401, 404, 409, 429, 502])
+/**
+ * The statuses the intake may answer: 202, and the Error object's statuses of the contract (400, 401, 404,
+ * 429, 502), of the endpoint (409) and of every route (413, a body over the cap).
+ */
+export const CONTRACT_STATUSES: ReadonlySet<number> = new Set([202, 400, 401, 404, 409, 413, 429, 502])
 
 /** Sent again after these; anything else is final. */
 const RETRIED: ReadonlySet<number> = new Set([429, 502])
@@ -42,8 +44,8 @@ export const start = (options: {
   readonly phase: { current: string }
   readonly perSecond: number
   readonly adminToken: string
-  readonly accountId: string
-  readonly tenantId: string
+  /** The body of outcome i (call id `upgrade-i`). */
+  readonly bodyOf: (i: number) => unknown
 }) =>
   Effect.gen(function*() {
     const dispatcher = yield* Effect.acquireRelease(
@@ -51,19 +53,20 @@ export const start = (options: {
       (agent) => Effect.promise(() => agent.close())
     )
     const tally: Tally = { accepted: new Set(), givenUp: new Set(), byPhase: new Map(), examples: [], posted: 0 }
-    const body = JSON.stringify(leadOutcome(options.accountId, options.tenantId))
     let turn = 0
-    const count = (status: number | "no answer") => {
-      const phase = tally.byPhase.get(options.phase.current) ?? new Map<number | "no answer", number>()
+    /** Counts an answer under the phase its request was sent in. */
+    const count = (sentIn: string, status: number | "no answer") => {
+      const phase = tally.byPhase.get(sentIn) ?? new Map<number | "no answer", number>()
       phase.set(status, (phase.get(status) ?? 0) + 1)
-      tally.byPhase.set(options.phase.current, phase)
+      tally.byPhase.set(sentIn, phase)
     }
     const note = (line: string) => {
       if (tally.examples.length < 10) tally.examples.push(line)
     }
-    const once = (callId: string) =>
+    const once = (callId: string, body: string) =>
       Effect.promise(async () => {
         const target = options.rotation[turn++ % options.rotation.length]!
+        const sentIn = options.phase.current
         try {
           const response = await fetch(`${target.adminUrl}/v1/calls/${callId}/outcome`, {
             method: "POST",
@@ -72,19 +75,21 @@ export const start = (options: {
             dispatcher
           })
           const text = await response.text()
-          count(response.status)
+          count(sentIn, response.status)
           if (!CONTRACT_STATUSES.has(response.status)) note(`${target.name}: ${response.status} ${text.slice(0, 300)}`)
           return response.status
         } catch (error) {
-          count("no answer")
+          count(sentIn, "no answer")
           note(`${target.name}: no answer (${String((error as { cause?: unknown }).cause ?? error)})`)
           return "no answer" as const
         }
       })
-    const post = (callId: string): Effect.Effect<void> =>
+    const post = (i: number): Effect.Effect<void> =>
       Effect.gen(function*() {
+        const callId = `upgrade-${i}`
+        const body = JSON.stringify(options.bodyOf(i))
         for (let attempt = 0; attempt <= RETRIES; attempt++) {
-          const status = yield* once(callId)
+          const status = yield* once(callId, body)
           if (status === 202) return void tally.accepted.add(callId)
           if (status !== "no answer" && !RETRIED.has(status)) break
           yield* Effect.sleep("200 millis")
@@ -101,7 +106,7 @@ export const start = (options: {
         if (stopped.now) break
         tally.posted++
         // A daemon: it outlives the pacer, which ends when the load stops, and is awaited by `stop`.
-        const fiber = yield* Effect.forkDaemon(post(`upgrade-${i}`))
+        const fiber = yield* Effect.forkDaemon(post(i))
         inFlight.add(fiber)
         fiber.addObserver(() => inFlight.delete(fiber))
       }

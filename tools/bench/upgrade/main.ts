@@ -5,7 +5,8 @@
  * migrates), then the old ones stopped one at a time. A migration that breaks
  * a running old replica fails this script, not an operator.
  *
- *   npm run upgrade:check -- [--from <commit>] [--rate 50] [--phase-seconds 15] [--drain-seconds 180] [--keep-logs]
+ *   npm run upgrade:check -- [--from <commit>] [--rate 50] [--push-every 10] [--phase-seconds 15] [--drain-seconds 180]
+ *     [--keep-logs]
  *
  * `--from` defaults to the last commit of main's history before the newest
  * migration file arrived (the last release that lacks it). Its executable is
@@ -19,8 +20,13 @@
  * DATA_DIR and ports, outcomes at `--rate` a second round robin over the
  * replicas in the rotation (Load.ts), each phase `--phase-seconds` long:
  * 1. old A and old B (the first one migrates the fresh database to its level);
- *    an account with one lead subscription to a loopback HTTPS receiver and a
- *    CRM connection of its tenant to a loopback reference bridge;
+ *    two accounts, each with one lead subscription to a loopback HTTPS
+ *    receiver; the second's tenant has a CRM connection to a loopback
+ *    reference bridge, and every `--push-every`-th outcome is its (pushed,
+ *    then delivered: the lead event follows the push). One tenant's bridge is
+ *    served by at most CRM_PUSH_MAX_PER_BRIDGE pushes at a time per replica,
+ *    a few a second on a loaded two-core machine: all 50 a second to one
+ *    bridge would measure that cap, not the upgrade;
  * 2. new N starts (it migrates) and joins the rotation;
  * 3. A leaves the rotation and is stopped (SIGTERM; it must exit 0);
  * 4. the same for B; then N alone;
@@ -28,8 +34,8 @@
  *    the bridge within `--drain-seconds`.
  *
  * It fails (exit 1) when any of these is not zero: statuses outside the
- * contract (202 and the Error object's statuses: 400, 401, 404, 409, 429,
- * 502), requests not answered at all, outcomes given up on, events of a 202
+ * contract (202 and the Error object's statuses: 400, 401, 404, 409, 413,
+ * 429, 502), requests not answered at all, outcomes given up on, events of a 202
  * that never reached the receiver (lost), events delivered under more than
  * one webhook-id (doubled), pushes missing or done twice (leads.create
  * answered 2xx twice for one call), old replicas' log lines at level error or
@@ -46,7 +52,7 @@ import * as Path from "node:path"
 import * as Argv from "../support/Argv.js"
 import { jsonClient } from "../support/Http.js"
 import * as LoopbackRun from "../support/LoopbackRun.js"
-import { startReceiver } from "../support/Receiver.js"
+import { leadOutcome, startReceiver } from "../support/Receiver.js"
 import { runMain } from "../support/runMain.js"
 import { serve } from "../support/ServerProcess.js"
 import * as Load from "./Load.js"
@@ -57,6 +63,8 @@ const rate = Argv.integer("rate", 50)
 const phaseMs = Argv.integer("phase-seconds", 15) * 1000
 const drainMs = Argv.integer("drain-seconds", 180) * 1000
 const keepLogs = Argv.flag("keep-logs")
+/** Every this many-th outcome is of the account whose tenant has a CRM connection (pushed, then delivered). */
+const pushEvery = Argv.integer("push-every", 10)
 const TENANT = "upgrade-tenant"
 const BRIDGE_KEY = "upgrade-bridge-key"
 
@@ -146,20 +154,26 @@ const main = Effect.gen(function*() {
   const oldB = yield* replica("old B", oldBin)
   live.push(oldB)
   const call = yield* jsonClient(8)
-  const account = yield* LoopbackRun.liveAccount(call, oldA.server, adminToken, "upgrade check")
-  yield* LoopbackRun.subscribeLeads(call, oldA.server, account.key, receiver.url)
-  yield* call("PUT", `${oldA.server.adminUrl}/v1/accounts/${account.id}/connections/${TENANT}`, adminToken, {
+  // Two accounts, each with one lead subscription to the receiver; the second's tenant has a CRM connection, so its
+  // outcomes are pushed first (the lead event follows the push).
+  const webhookOnly = yield* LoopbackRun.liveAccount(call, oldA.server, adminToken, "upgrade check: webhook")
+  yield* LoopbackRun.subscribeLeads(call, oldA.server, webhookOnly.key, receiver.url)
+  const pushed = yield* LoopbackRun.liveAccount(call, oldA.server, adminToken, "upgrade check: CRM push and webhook")
+  yield* LoopbackRun.subscribeLeads(call, oldA.server, pushed.key, receiver.url)
+  yield* call("PUT", `${oldA.server.adminUrl}/v1/accounts/${pushed.id}/connections/${TENANT}`, adminToken, {
     transport: "rest",
     url: bridge.restBaseUrl,
     auth: { type: "api_key", key: BRIDGE_KEY }
   })
+  const pushes = (i: number) => i % pushEvery === 0
+  const bodies = [leadOutcome(webhookOnly.id, "upgrade-no-crm"), leadOutcome(pushed.id, TENANT)] as const
 
   const rotation: Array<Load.Target> = [
     { name: oldA.name, adminUrl: oldA.server.adminUrl },
     { name: oldB.name, adminUrl: oldB.server.adminUrl }
   ]
   const leave = (name: string) => rotation.splice(rotation.findIndex((t) => t.name === name), 1)
-  const load = yield* Load.start({ rotation, phase, perSecond: rate, adminToken, accountId: account.id, tenantId: TENANT })
+  const load = yield* Load.start({ rotation, phase, perSecond: rate, adminToken, bodyOf: (i) => bodies[pushes(i) ? 1 : 0] })
   yield* enter("old A + old B")
   yield* Effect.sleep(Duration.millis(phaseMs))
 
@@ -203,12 +217,12 @@ const main = Effect.gen(function*() {
   })
   const missing = Effect.map(leadsByCall, (leads) => {
     let events = 0
-    let pushes = 0
+    let missingPushes = 0
     for (const id of accepted) {
       if (!receiver.arrivals.byCall.has(id)) events++
-      if (!leads.has(id)) pushes++
+      if (pushes(Number(id.slice("upgrade-".length))) && !leads.has(id)) missingPushes++
     }
-    return { events, pushes }
+    return { events, pushes: missingPushes }
   })
   let left = yield* missing
   while ((left.events > 0 || left.pushes > 0) && performance.now() - drainStart < drainMs) {
@@ -238,7 +252,7 @@ const main = Effect.gen(function*() {
   const lines: Array<string> = []
   lines.push(``, `### Upgrade under load: ${fromName} → ${toName}`, ``)
   lines.push(
-    `${rate} outcomes/s round robin over the replicas in rotation; every replica ROLE=all on PostgreSQL ${database.version}; ${Os.cpus().length} CPUs.`,
+    `${rate} outcomes/s round robin over the replicas in rotation, one in ${pushEvery} pushed to a CRM bridge before its event; every replica ROLE=all on PostgreSQL ${database.version}; ${Os.cpus().length} CPUs.`,
     ``
   )
   lines.push(`| phase | seconds | ${statusColumns.map(String).join(" | ")} |`)
