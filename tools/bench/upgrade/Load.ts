@@ -54,6 +54,8 @@ export const start = (options: {
     )
     const tally: Tally = { accepted: new Set(), givenUp: new Set(), byPhase: new Map(), examples: [], posted: 0 }
     let turn = 0
+    /** Requests sent to each replica and not answered yet. */
+    const pending = new Map<string, number>()
     /** Counts an answer under the phase its request was sent in. */
     const count = (sentIn: string, status: number | "no answer") => {
       const phase = tally.byPhase.get(sentIn) ?? new Map<number | "no answer", number>()
@@ -67,6 +69,7 @@ export const start = (options: {
       Effect.promise(async () => {
         const target = options.rotation[turn++ % options.rotation.length]!
         const sentIn = options.phase.current
+        pending.set(target.name, (pending.get(target.name) ?? 0) + 1)
         try {
           const response = await fetch(`${target.adminUrl}/v1/calls/${callId}/outcome`, {
             method: "POST",
@@ -82,6 +85,8 @@ export const start = (options: {
           count(sentIn, "no answer")
           note(`${target.name}: no answer (${String((error as { cause?: unknown }).cause ?? error)})`)
           return "no answer" as const
+        } finally {
+          pending.set(target.name, pending.get(target.name)! - 1)
         }
       })
     const post = (i: number): Effect.Effect<void> =>
@@ -113,6 +118,12 @@ export const start = (options: {
     }))
     return {
       tally,
+      /** Waits until every request sent to `name` has its answer (at most `limit`), as a draining balancer does. */
+      drained: (name: string, limit: Duration.DurationInput) =>
+        Effect.gen(function*() {
+          const deadline = performance.now() + Duration.toMillis(limit)
+          while ((pending.get(name) ?? 0) > 0 && performance.now() < deadline) yield* Effect.sleep("20 millis")
+        }),
       /** Stops posting and waits for the answers of what was sent. */
       stop: Effect.gen(function*() {
         stopped.now = true

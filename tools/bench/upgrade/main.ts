@@ -28,7 +28,8 @@
  *    a few a second on a loaded two-core machine: all 50 a second to one
  *    bridge would measure that cap, not the upgrade;
  * 2. new N starts (it migrates) and joins the rotation;
- * 3. A leaves the rotation and is stopped (SIGTERM; it must exit 0);
+ * 3. A leaves the rotation and, once every request sent to it has its answer
+ *    (a draining balancer), is stopped (SIGTERM; it must exit 0);
  * 4. the same for B; then N alone;
  * 5. the load stops; every outcome answered 202 must reach the receiver and
  *    the bridge within `--drain-seconds`.
@@ -191,7 +192,7 @@ const main = Effect.gen(function*() {
     leave(old.name)
     yield* enter(`${old.name} stopping (SIGTERM)`)
     // Requests already sent to it are answered before it is asked to stop, as behind a draining balancer.
-    yield* Effect.sleep("1 second")
+    yield* load.drained(old.name, "30 seconds")
     const stopping = performance.now()
     yield* Scope.close(old.scope, Exit.void)
     live.splice(live.indexOf(old), 1)
