@@ -25,6 +25,7 @@ import * as ServerFile from "../src/config/ServerFile.js"
 import { PROCESS_TEST_TIMEOUT, SERVE_START_BOUND } from "./support/Cli.js"
 import { giveToUser, release, RELEASE, ROOT, user } from "./support/Release.js"
 import { tempDir } from "./support/TempDir.js"
+import { VERSION } from "../src/config/Version.js"
 import { request } from "./support/TestServer.js"
 
 const README = Fs.readFileSync(Path.join(ROOT, "README.md"), "utf8")
@@ -97,7 +98,10 @@ describe("the README's install lines (the executable)", () => {
           Fs.mkdirSync(folder, { recursive: true })
           giveToUser(folder)
         }
-        for (const file of ["SHA256SUMS", "crm-relay-0.1.0-linux-x64.tar.gz"]) {
+        // The README names the tarball of this version: a release that bumps it updates the README too.
+        const tarball = `crm-relay-${VERSION}-linux-x64`
+        expect(install).toContain(`${tarball}.tar.gz`)
+        for (const file of ["SHA256SUMS", `${tarball}.tar.gz`]) {
           Fs.copyFileSync(Path.join(RELEASE, file), Path.join(downloads, file))
           giveToUser(Path.join(downloads, file))
         }
@@ -106,7 +110,7 @@ describe("the README's install lines (the executable)", () => {
         const script = inRoot(install)
         const dataDir = `${root}/var/lib/crm-relay`
         const envFile = `${root}/etc/crm-relay/crm-relay.env`
-        const folder = Path.join(downloads, "crm-relay-0.1.0-linux-x64")
+        const folder = Path.join(downloads, tarball)
 
         const db = yield* TestDatabase.TestDatabase
         const env: Record<string, string> = {
