@@ -98,11 +98,15 @@ export async function eventApiRequest(
 		})) as { statusCode: number; body: unknown; headers: IDataObject };
 		return { status: response.statusCode, body: response.body, headers: response.headers ?? {} };
 	} catch (error) {
-		throw new NodeApiError(this.getNode(), error as JsonObject, {
-			message: `Could not reach the crm-relay Event API at ${baseUrl}: ${whyUnreachable(error as JsonObject)}.`,
-			description:
-				'Check the base URL in the credential (the public Event API address, e.g. https://events.example.com) and that the server is running.',
-		});
+		// A NodeOperationError with the sentence: a NodeApiError would replace it by n8n's canned text for the error code.
+		throw new NodeOperationError(
+			this.getNode(),
+			`Could not reach the crm-relay Event API at ${baseUrl}: ${whyUnreachable(error as JsonObject)}.`,
+			{
+				description:
+					'Check the base URL in the credential (the public Event API address, e.g. https://events.example.com) and that the server is running.',
+			},
+		);
 	}
 }
 
