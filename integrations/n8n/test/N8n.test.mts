@@ -8,9 +8,10 @@
 import { expect, layer } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { Webhook } from "standardwebhooks"
 import contract from "../nodes/CrmRelay/shared/contract.json" with { type: "json" }
-import * as Path from "node:path"
 import { screenshotWorkflow } from "./support/Editor.mjs"
 import { Harness, layer as harness } from "./support/Harness.mjs"
 import { until } from "./support/Until.mjs"
@@ -189,6 +190,27 @@ layer(harness, { excludeTestServices: true, timeout: 900_000 })("n8n-nodes-crm-r
       expect(yield* postOutcome(`call-n8n-off-${randomUUID()}`, outcome(crm.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 0 })
     }))
 
+  it.effect("listen for test event: the editor's manual run subscribes n8n's test webhook URL; the first event runs the workflow once and the test subscription is removed", () =>
+    Effect.gen(function*() {
+      const { crm, n8n } = yield* Harness
+      const credential = yield* credentialFor({ baseUrl: crm.publicUrl, apiKey: crm.key, signingSecret: crm.signingSecret })
+      const webhookId = randomUUID()
+      const workflow = yield* created("POST", "/workflows", triggerWorkflow({ credentialId: credential.id, event: "lead", webhookId, name: "Trying the trigger" }))
+      // What the editor's "Execute workflow" (listen for test event) sends.
+      const run = yield* n8n.rest("POST", `/workflows/${workflow.id}/run`, { triggerToStartFrom: { name: "CRM Relay Trigger" } })
+      expect(run.status, run.text).toBe(200)
+      expect(run.json).toEqual({ data: { waitingForWebhook: true } })
+      const testTarget = `${n8n.url}/webhook-test/${webhookId}/webhook`
+      expect((yield* subscriptionTo(testTarget)).event).toBe("lead")
+
+      const callId = `call-n8n-test-event-${randomUUID()}`
+      expect(yield* postOutcome(callId, outcome(crm.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 1 })
+      const execution = yield* until("the manual execution of the test event", Effect.map(executions(workflow.id), (all) => Option.fromNullable(all.find((e) => e.status === "success"))))
+      expect(itemOf(execution, "CRM Relay Trigger")).toMatchObject({ event: "lead", call_id: callId })
+      // n8n takes one test event, then removes its test webhook: the node unsubscribes it.
+      yield* noSubscriptionTo(testTarget)
+    }))
+
   it.effect("a subscription removed on crm-relay's side: deactivating takes the 404 as already gone, and activating again subscribes anew", () =>
     Effect.gen(function*() {
       const { crm, n8n } = yield* Harness
@@ -277,9 +299,13 @@ layer(harness, { excludeTestServices: true, timeout: 900_000 })("n8n-nodes-crm-r
       const { crm, n8n } = yield* Harness
       const credential = yield* credentialFor({ baseUrl: crm.publicUrl, apiKey: crm.key, signingSecret: crm.signingSecret })
       const workflow = yield* created("POST", "/workflows", triggerWorkflow({ credentialId: credential.id, event: "lead", webhookId: randomUUID(), name: "New leads from crm-relay" }))
-      const file = Path.join(import.meta.dirname, "..", "..", "..", "docs", "n8n", "workflow.png")
+      // Into the test output on every run; into the docs when asked (UPDATE_SCREENSHOTS=1), so a run leaves the tree as it was.
+      const file = Path.join(import.meta.dirname, "..", "test-output", "workflow.png")
       const shown = yield* screenshotWorkflow({ url: n8n.url, workflowId: workflow.id, file })
       expect(shown.join("\n")).toContain("CRM Relay Trigger")
+      expect(shown.join("\n")).toContain("New Lead")
       expect(shown.join("\n")).toContain("Take the lead")
+      expect(Fs.readFileSync(file).subarray(1, 4).toString()).toBe("PNG")
+      if (process.env["UPDATE_SCREENSHOTS"] === "1") Fs.copyFileSync(file, Path.join(import.meta.dirname, "..", "..", "..", "docs", "n8n", "workflow.png"))
     }))
 })

@@ -31,6 +31,8 @@ export interface N8n {
   readonly url: string
   /** The CA its certificate chains to. */
   readonly ca: string
+  /** A call to its REST API (`/rest…`) as the owner signed in to the editor. */
+  readonly rest: (method: string, path: string, body?: unknown) => Effect.Effect<Answer>
   /** A call to its public API (`/api/v1…`) with the API key. */
   readonly api: (method: string, path: string, body?: unknown) => Effect.Effect<Answer, Error>
   /** A POST to `url` as a receiver of deliveries would get it. */
@@ -49,10 +51,10 @@ const installInto = (nodesDir: string) =>
   Effect.sync(() => {
     Fs.mkdirSync(nodesDir, { recursive: true })
     const packed = ChildProcess.execFileSync("npm", ["pack", "--json", "--pack-destination", nodesDir], { cwd: PACKAGE_DIR, encoding: "utf8" })
-    const [{ filename }] = JSON.parse(packed) as Array<{ filename: string }>
+    const [{ filename }] = JSON.parse(packed) as [{ filename: string }]
     const target = Path.join(nodesDir, "node_modules", "n8n-nodes-crm-relay")
     Fs.mkdirSync(target, { recursive: true })
-    ChildProcess.execFileSync("tar", ["xzf", Path.join(nodesDir, filename!), "-C", target, "--strip-components=1"])
+    ChildProcess.execFileSync("tar", ["xzf", Path.join(nodesDir, filename), "-C", target, "--strip-components=1"])
   })
 
 const BROWSER_ID = "crm-relay-n8n-test"
@@ -130,5 +132,5 @@ export const start = (dir: string, ca: Certificate.CertificateAuthority) =>
       )
     const post = (target: string, raw: string, headers: Record<string, string>) => request("POST", target, { ca: ca.cert, raw, headers })
     const get = (target: string, headers: Record<string, string> = {}) => request("GET", target, { ca: ca.cert, headers })
-    return { url, ca: ca.cert, api, post, get, tail: child.tail } satisfies N8n
+    return { url, ca: ca.cert, rest: (method: string, path: string, body?: unknown) => rest(method, path, body, cookie), api, post, get, tail: child.tail } satisfies N8n
   })
