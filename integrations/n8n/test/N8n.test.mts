@@ -268,7 +268,7 @@ layer(harness, { excludeTestServices: true, timeout: 900_000 })("n8n-nodes-crm-r
       expect(String((gone.json as { message: string }).message)).toContain("is not registered")
     }))
 
-  it.effect("the action node: Get recent records returns the preview records of GET /perform-list, Max Records as its limit; Only Booked keeps the booked ones", () =>
+  it.effect("the action node: Get recent records returns the preview records of GET /perform-list, Max Records as its limit; Only Booked keeps the booked ones; a plain-http base URL fails the execution with its sentence", () =>
     Effect.gen(function*() {
       const { crm, n8n } = yield* Harness
       const credential = yield* credentialFor({ baseUrl: crm.publicUrl, apiKey: crm.key })
@@ -292,6 +292,15 @@ layer(harness, { excludeTestServices: true, timeout: 900_000 })("n8n-nodes-crm-r
       expect(booked.json).toEqual(records.filter((r) => r.booked))
       const two = yield* run("max=2")
       expect(two.json).toEqual(records.slice(0, 2))
+
+      // Bad input in a node: the execution fails with the credential check's sentence, not a stack trace.
+      const plain = yield* credentialFor({ baseUrl: "http://events.example.com", apiKey: crm.key })
+      const badPath = `recent-bad-${randomUUID()}`
+      const bad = yield* created("POST", "/workflows", recentRecordsWorkflow({ credentialId: plain.id, path: badPath }))
+      yield* created("POST", `/workflows/${bad.id}/activate`)
+      yield* until("an answer of the misconfigured workflow", Effect.map(Effect.orDie(n8n.get(`${n8n.url}/webhook/${badPath}?max=3`)), (answer) => (answer.status === 404 ? Option.none() : Option.some(answer))))
+      const failed = yield* until("the failed execution", Effect.map(api("GET", `/executions?workflowId=${bad.id}&includeData=true&status=error`), (answer) => Option.fromNullable((answer.json as { data: Array<{ data?: { resultData: { error?: { message: string } } } }> }).data[0])))
+      expect(failed.data?.resultData.error?.message).toContain("The Event API base URL must start with https:// (got http://events.example.com)")
     }))
 
   it.effect("the workflow in n8n's editor, in chromium: the trigger and what follows it on the canvas (the screenshot in docs/n8n/workflow.png)", () =>
