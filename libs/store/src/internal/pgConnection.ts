@@ -88,7 +88,13 @@ export const makeConnection = (pool: Pg.Pool, reserved?: Reserved): Connection =
     )
 
   const execute = (sql: string, params: ReadonlyArray<unknown>, transformRows: Rows | undefined) =>
-    transformRows ? Effect.map(rows(sql, params), transformRows) : rows(sql, params)
+    // A transaction whose connection broke is gone with it: its ROLLBACK has nothing to do (and
+    // failing, it would turn the transaction's transient failure into a defect).
+    reserved?.broken !== undefined && /^ROLLBACK\b/i.test(sql)
+      ? Effect.succeed([])
+      : transformRows
+      ? Effect.map(rows(sql, params), transformRows)
+      : rows(sql, params)
 
   return {
     execute,
