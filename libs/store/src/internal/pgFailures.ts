@@ -18,9 +18,12 @@ const DROPPING = new Set([
   "57P05" // idle_session_timeout
 ])
 
-/** The SQLSTATE of a server error, if `error` is one. */
-export const sqlState = (error: unknown): string | undefined =>
-  error instanceof Pg.DatabaseError && typeof error.code === "string" ? error.code : undefined
+/** The SQLSTATE of a server's error (node-postgres' or PGlite's: both carry a severity), if `error` is one. */
+export const sqlState = (error: unknown): string | undefined => {
+  if (error instanceof Pg.DatabaseError) return error.code
+  if (typeof error !== "object" || error === null || !("severity" in error) || !("code" in error)) return undefined
+  return typeof error.code === "string" && /^[0-9A-Z]{5}$/.test(error.code) ? error.code : undefined
+}
 
 /**
  * True when the connection that raised `error` must not be used again: the
@@ -68,4 +71,4 @@ export const sqlError = (cause: unknown, what: string): SqlError =>
  * failure, a server shutting down, a standby): retrying it soon, on another
  * connection, is expected to work. Never bad input.
  */
-export const isTransient = (error: SqlError): boolean => dropsConnection(error.cause)
+export const isTransient = (error: SqlError): boolean => error.cause !== undefined && dropsConnection(error.cause)
