@@ -1,7 +1,7 @@
 import { configDefaults, defineConfig } from "vitest/config"
 
 /** Tests of several replicas on one database: PostgreSQL only (PGlite is one process's), run when DATABASE_URL is set. */
-const postgresOnly = ["test/OriginHoldReplicas.test.ts"]
+const postgresOnly = ["test/OriginHoldReplicas.test.ts", "test/DatabaseRefusals.test.ts"]
 
 export default defineConfig({
   test: {
