@@ -51,7 +51,7 @@ describe("through PgBouncer in transaction mode (#41)", () => {
         const status = yield* cli(["migrate", "--status", "--json"], env)
         expect(status.code, status.stderr).toBe(0)
         expect(JSON.parse(status.stdout)).toMatchObject({ pending: [] })
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
 
     it.effect("#41: \"the server, its workers ... work with DATABASE_URL pointing at PgBouncer\": an outcome is accepted, pushed to the CRM once and delivered once, signed", () =>
       Effect.gen(function*() {
@@ -126,6 +126,6 @@ describe("through PgBouncer in transaction mode (#41)", () => {
         expect(listed.code, listed.stderr).toBe(0)
         expect(JSON.parse(listed.stdout).pushes).toMatchObject([{ id: push["id"], call_id: callId, status: "succeeded", attempts: 1 }])
         expect(yield* server.terminate).toBe(0)
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
   })
 })

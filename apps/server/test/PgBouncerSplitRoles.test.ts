@@ -149,7 +149,7 @@ describe("split roles through PgBouncer in transaction mode (#41)", () => {
         // Each event once: one request per outcome, in both halves.
         expect(hooks.received().filter((d) => d.path === through.path)).toHaveLength(20)
         expect(hooks.received().filter((d) => d.path === direct.path)).toHaveLength(20)
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
 
     it.effect("#41: through PgBouncer without DATABASE_SESSION_URL, \"serve says in one sentence what it does instead, and what to set\", and deliveries still arrive", () =>
       Effect.gen(function*() {
@@ -167,6 +167,6 @@ describe("split roles through PgBouncer in transaction mode (#41)", () => {
         expect(hooks.received().filter((d) => d.path === through.path)).toHaveLength(5)
         // The worker says why it polls and what to set (the sentence is the server's; its setting's name is the rule's).
         expect(through.worker.stderr() + through.worker.stdout()).toContain("DATABASE_SESSION_URL")
-      }).pipe(Effect.scoped))
+      }).pipe(Effect.scoped), PROCESS_TEST_TIMEOUT)
   })
 })
