@@ -582,7 +582,7 @@ const main = Effect.gen(function*() {
     yield* Console.log(
       `via PgBouncer / direct: drain ${(through.drainPerSecond / direct.drainPerSecond).toFixed(2)}× (goal ≥ 0.90), CPU per delivery ${
         (cpu(through) / cpu(direct)).toFixed(2)
-      }× (worker + PostgreSQL + PgBouncer), latency p50 ${(through.p50 / direct.p50).toFixed(2)}×${
+      }× (worker + PostgreSQL + PgBouncer)${Number.isNaN(direct.p50) ? "" : `, latency at ${rate}/s p50 ${(through.p50 / direct.p50).toFixed(2)}×`}${
         through.singleP50 === undefined ? "" : `, one at a time p50 ${(through.singleP50 / direct.singleP50!).toFixed(2)}× (goal ≤ 3× or ≤ 100 ms)`
       }`
     )
