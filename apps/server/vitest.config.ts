@@ -1,7 +1,15 @@
 import { configDefaults, defineConfig } from "vitest/config"
 
-/** Tests of several replicas on one database: PostgreSQL only (PGlite is one process's), run when DATABASE_URL is set. */
-const postgresOnly = ["test/OriginHoldReplicas.test.ts", "test/DatabaseRefusals.test.ts"]
+/**
+ * PostgreSQL only, run when DATABASE_URL is set: tests of several replicas on one database (PGlite is one
+ * process's), tests through a PgBouncer in front of the real PostgreSQL, and the refusals of a database URL.
+ */
+const postgresOnly = [
+  "test/OriginHoldReplicas.test.ts",
+  "test/PgBouncerPipeline.test.ts",
+  "test/PgBouncerSplitRoles.test.ts",
+  "test/DatabaseRefusals.test.ts"
+]
 
 export default defineConfig({
   test: {

@@ -49,6 +49,8 @@ export interface PgBouncer {
   readonly port: number
   /** `postgres://<user>@127.0.0.1:<port>/<database>`: a client URL through the pooler. */
   readonly url: (database: string) => string
+  /** The running PgBouncer's process id (its CPU is the pooler's cost), if it runs. */
+  readonly pid: () => number | undefined
   /** Stops PgBouncer (SIGTERM: immediate shutdown, clients are disconnected). */
   readonly stop: Effect.Effect<void>
   /** Starts it again on the same port and config; waits until it is ready. */
@@ -145,6 +147,7 @@ export const start = (options: Options = {}): Effect.Effect<PgBouncer, BrokerUna
     return {
       port,
       url: (database: string) => `postgres://${encodeURIComponent(user)}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+      pid: () => (current === undefined || current.exited() ? undefined : current.process.pid),
       stop,
       start: startServer
     } satisfies PgBouncer

@@ -8,7 +8,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_queue npm run bench:delivery -- \
  *     [--rounds 2] [--outcomes 5000 (0: latency only)] [--rate 100] [--latency-count 1000] [--connections 32] [--pool 10]
  *     [--warmup 200] [--only crm-relay|graphile-worker] [--max-per-origin N] [--cpu-prof DIR] [--server-log FILE]
- *     [--node-options FLAGS] [--baseline PATH] [--drain-role worker|all]
+ *     [--node-options FLAGS] [--baseline PATH] [--drain-role worker|all] [--via-pgbouncer] [--single 20]
  *
  * Each round, for crm-relay then graphile-worker:
  * 1. Drain: `--outcomes` deliveries queued while no worker runs (crm-relay:
@@ -43,8 +43,20 @@
  * HEAP_SEMI_SPACE_MIB and HEAP_GROWTH_PERCENT set in the bench's environment
  * are crm-relay's heap budget, e.g. `HEAP_SEMI_SPACE_MIB=4 npm run bench:...`;
  * MALLOC_ARENA_MAX set there is passed to crm-relay too (glibc's malloc arenas).
+ * `--via-pgbouncer` starts a private PgBouncer in transaction mode (Debian's
+ * `pgbouncer`, the tests' harness) in front of the same schema and runs
+ * crm-relay's drain and latency phases twice every round, connected directly
+ * and through the pooler (DATABASE_URL at PgBouncer, DATABASE_SESSION_URL at
+ * PostgreSQL for LISTEN), alternating which goes first; the pooled figures
+ * are printed as `crm-relay via PgBouncer`, with PgBouncer's own CPU per
+ * delivery, and the ratios to direct (issue 41's goal: throughput within
+ * 10 %). It leaves graphile-worker out unless `--with-peer` is given.
+ * `--single N` (default 20 with `--via-pgbouncer`, else 0) adds a phase to
+ * crm-relay's rounds: split roles (a ROLE=api and a ROLE=worker replica),
+ * N outcomes sent one at a time, each after the last arrived: the
+ * single-delivery latency (202 → receiver), p50 and max.
  */
-import { Certificate } from "@crm-relay/testing"
+import { Certificate, PgBouncer } from "@crm-relay/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Config, Console, Duration, Effect, Option, Redacted } from "effect"
 import * as ChildProcess from "node:child_process"
@@ -75,7 +87,11 @@ if (outcomes === 0 && latencyCount === 0) {
   process.stderr.write("--outcomes 0 leaves out the drain and --latency-count 0 the latency phase: nothing would be measured. Give one of them a count.\n")
   process.exit(2)
 }
-const only = Argv.text("only")
+/** Direct against through a private PgBouncer in transaction mode, in one run. */
+const viaPgbouncer = Argv.flag("via-pgbouncer")
+/** Outcomes sent one at a time to split roles each round (with --via-pgbouncer: 20 unless given). */
+const single = Argv.integer("single", viaPgbouncer ? 20 : 0, 0)
+const only = Argv.text("only") ?? (viaPgbouncer && !Argv.flag("with-peer") ? "crm-relay" : undefined)
 /** ROLE of the process that drains the backlog: `worker` (as graphile-worker, a worker process alone) or `all`. */
 const drainRole = Argv.text("drain-role") ?? "worker"
 if (drainRole !== "worker" && drainRole !== "all") {
@@ -95,9 +111,20 @@ const TSX_LOADER = new URL("../../../node_modules/tsx/dist/loader.mjs", import.m
 /** What every server process of the run shares. */
 interface ServerEnv {
   readonly url: Redacted.Redacted
+  /** DATABASE_SESSION_URL, when `url` goes through a transaction pooler. */
+  readonly sessionUrl?: Redacted.Redacted
   readonly adminToken: string
   readonly masterKey: string
   readonly caFile: string
+}
+
+/** How long one of the outcomes sent one at a time may take to arrive (issue 41's figure: 10 of 20 did not in 20 s). */
+const SINGLE_BOUND = Duration.seconds(20)
+
+/** Through the pooler: its servers' settings, and PgBouncer's process for its CPU. */
+interface Via {
+  readonly env: ServerEnv
+  readonly pooler: () => number | undefined
 }
 
 /** `crm-relay serve` (ROLE `role`) as a child process for the scope, SIGTERMed at its end. */
@@ -116,6 +143,7 @@ const startServer = (env: ServerEnv, role: "all" | "api" | "worker", bin?: strin
       ROLE: role,
       EGRESS_ALLOW_PRIVATE: "127.0.0.1/32",
       NODE_EXTRA_CA_CERTS: env.caFile,
+      ...(env.sessionUrl === undefined ? {} : { DATABASE_SESSION_URL: Redacted.value(env.sessionUrl) }),
       ...(maxPerOrigin === undefined ? {} : { DELIVERY_MAX_PER_ORIGIN: maxPerOrigin })
     },
     stopWithin: "20 seconds"
@@ -180,6 +208,11 @@ interface RoundFigures {
   readonly latencyDatabaseCpuMicros: number
   readonly requestP50?: number
   readonly requestP99?: number
+  /** Through a pooler: its process's CPU per delivery during the drain. */
+  readonly poolerCpuMicros?: number
+  /** `--single` outcomes one at a time: accepted → receiver, p50 and max. */
+  readonly singleP50?: number
+  readonly singleMax?: number
 }
 
 /** The drain's figures when `--outcomes 0` leaves it out. */
@@ -205,14 +238,14 @@ const report = (name: string, f: RoundFigures) =>
     `  ${name}: ${
       Number.isNaN(f.drainPerSecond) ? "" : `drain ${f.drainPerSecond.toFixed(0)} deliveries/s; CPU per delivery worker ${f.workerCpuMicros.toFixed(0)} µs + PostgreSQL ${
         f.databaseCpuMicros.toFixed(0)
-      } µs; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; `
+      } µs${f.poolerCpuMicros === undefined ? "" : ` + PgBouncer ${f.poolerCpuMicros.toFixed(0)} µs`}; ${f.transactionsPerDelivery.toFixed(2)} database transactions per delivery; peak RSS ${f.rssMiB.toFixed(0)} MiB; ${f.connections.toFixed(0)} TLS connections; `
     }${
       Number.isNaN(f.p50) ? "no latency phase" : `accepted → receiver at ${rate}/s p50 ${f.p50.toFixed(1)} / p99 ${f.p99.toFixed(1)} ms (CPU per event ${
         f.latencyCpuMicros.toFixed(0)
       } µs + PostgreSQL ${f.latencyDatabaseCpuMicros.toFixed(0)} µs)${
         f.requestP50 === undefined ? "" : `; outcome request p50 ${f.requestP50.toFixed(1)} / p99 ${f.requestP99!.toFixed(1)} ms`
       }`
-    }`
+    }${f.singleP50 === undefined ? "" : `; split roles, one at a time (${single}) p50 ${f.singleP50.toFixed(1)} / max ${f.singleMax!.toFixed(1)} ms`}`
   )
 
 /** The graphile-worker process for the scope (SIGTERM at its end), once it printed `ready`. */
@@ -264,6 +297,23 @@ const main = Effect.gen(function*() {
     caFile
   }
   const { adminToken } = env
+  // The same schema through a private PgBouncer in transaction mode: an entry whose server connections set its search_path.
+  const via = viaPgbouncer ? yield* Effect.gen(function*() {
+    const parsed = new URL(Redacted.value(base.value))
+    const entry = `relay_${database.schema}`
+    const bouncer = yield* PgBouncer.start({
+      host: parsed.hostname,
+      port: Number(parsed.port || "5432"),
+      user: decodeURIComponent(parsed.username || "postgres"),
+      databases: { [entry]: { dbname: decodeURIComponent(parsed.pathname.slice(1)), searchPath: database.schema } },
+      // The drain's worker and the latency phase's server, a pool each, never waiting on the pooler for a connection.
+      poolSize: 2 * pool
+    }).pipe(Effect.orDie)
+    return {
+      env: { ...env, url: Redacted.make(bouncer.url(entry)), sessionUrl: database.url },
+      pooler: bouncer.pid
+    } satisfies Via
+  }) : undefined
   const call = yield* jsonClient(connections)
   const peerSchema = `gw_${randomBytes(6).toString("hex")}`
   yield* Effect.acquireRelease(
@@ -282,7 +332,7 @@ const main = Effect.gen(function*() {
     PEER_POOL: String(pool)
   }
   yield* Console.log(
-    `PostgreSQL ${database.version}; pool ${pool}; crm-relay drains with ROLE=${drainRole}; ${Os.cpus().length} CPUs; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`
+    `PostgreSQL ${database.version}${via === undefined ? "" : "; direct and through PgBouncer in transaction mode"}; pool ${pool}; crm-relay drains with ROLE=${drainRole}; ${Os.cpus().length} CPUs; load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}`
   )
 
   // The account: set up through a ROLE=api server that stays up to accept the backlogs.
@@ -314,18 +364,22 @@ const main = Effect.gen(function*() {
       }
     })
 
-  const crmRelayRound = (round: number, bin?: string) =>
+  const crmRelayRound = (round: number, bin?: string, via?: Via) =>
     Effect.gen(function*() {
-      const tag = bin === undefined ? `r${round}` : `b${round}`
+      const tag = via !== undefined ? `p${round}` : bin === undefined ? `r${round}` : `b${round}`
+      const serverEnv = via?.env ?? env
       const backlog = yield* postOutcomes(call, api.adminUrl, adminToken, accountId, `${tag}-backlog`, outcomes, { concurrency: connections })
       const transactionsBefore = yield* transactions(admin)
       const drained = outcomes === 0 ? noDrain : yield* Effect.scoped(Effect.gen(function*() {
         const cpuBefore = yield* backendCpu(admin, thisDatabase(admin))
         const connectionsBefore = receiver.arrivals.connections
-        const server = yield* startServer(env, drainRole, bin)
+        const server = yield* startServer(serverEnv, drainRole, bin)
+        const poolerPid = via?.pooler()
+        const poolerBefore = poolerPid === undefined ? 0 : yield* cpuSeconds(poolerPid)
         const workerBefore = yield* cpuSeconds(server.pid)
         const missing = yield* server.whileRunning(awaitDeliveries(receiver.arrivals, backlog, Duration.minutes(10)))
         const worker = (yield* cpuSeconds(server.pid)) - workerBefore
+        const pooler = poolerPid === undefined ? undefined : (yield* cpuSeconds(poolerPid)) - poolerBefore
         const databaseCpu = yield* backendCpuSince(admin, thisDatabase(admin), cpuBefore)
         const { first, last, latencies } = measure(receiver.arrivals, backlog)
         if (missing > 0) yield* Console.log(`  crm-relay: ${missing} of ${outcomes} not delivered after 10 minutes`)
@@ -335,13 +389,14 @@ const main = Effect.gen(function*() {
           databaseCpuMicros: (databaseCpu / latencies.length) * 1e6,
           deliveries: latencies.length,
           rssMiB: yield* peakRssMiB(server.pid),
-          connections: receiver.arrivals.connections - connectionsBefore
+          connections: receiver.arrivals.connections - connectionsBefore,
+          ...(pooler === undefined ? {} : { poolerCpuMicros: (pooler / latencies.length) * 1e6 })
         }
       }))
       // The drain's alone: counted before the latency phase's intake and deliveries add theirs.
       const transactionsPerDelivery = outcomes === 0 ? Number.NaN : yield* transactionsSince(admin, transactionsBefore, drained.deliveries)
-      const latency = latencyCount === 0 ? noLatency : yield* Effect.scoped(Effect.gen(function*() {
-        const server = yield* startServer(env, "all", bin)
+      const latency = latencyCount === 0 && single === 0 ? noLatency : yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(serverEnv, "all", bin)
         if (warmup > 0) {
           const warm = yield* postOutcomes(call, server.adminUrl, adminToken, accountId, `${tag}-warmup`, warmup, {
             concurrency: connections,
@@ -349,6 +404,7 @@ const main = Effect.gen(function*() {
           })
           yield* server.whileRunning(awaitDeliveries(receiver.arrivals, warm, Duration.seconds(60)))
         }
+        if (latencyCount === 0) return noLatency
         const requests: Array<number> = []
         const live = yield* latencyOver(
           server.pid,
@@ -364,7 +420,28 @@ const main = Effect.gen(function*() {
         requests.sort((a, b) => a - b)
         return { ...live, requestP50: percentile(requests, 50), requestP99: percentile(requests, 99) }
       }))
-      return { ...drained, transactionsPerDelivery, ...latency } satisfies RoundFigures
+      const alone = single === 0 ? {} : yield* Effect.scoped(Effect.gen(function*() {
+        // Split roles, as operators scale out: a ROLE=api replica takes each outcome, a ROLE=worker replica
+        // delivers it, woken by the API's NOTIFY on its LISTEN. One at a time, each after the last arrived.
+        const [worker, intake] = yield* Effect.all([startServer(serverEnv, "worker", bin), startServer(serverEnv, "api", bin)], {
+          concurrency: 2
+        })
+        const one = (label: string) =>
+          Effect.flatMap(
+            postOutcomes(call, intake.adminUrl, adminToken, accountId, `${tag}-single-${label}`, 1, { concurrency: 1 }),
+            (accepted) => Effect.as(worker.whileRunning(awaitDeliveries(receiver.arrivals, accepted, SINGLE_BOUND)), accepted)
+          )
+        // The first, uncounted: the worker's LISTEN is in effect once it delivered one.
+        yield* one("first")
+        const singles: Array<number> = []
+        for (let i = 0; i < single; i++) singles.push(...measure(receiver.arrivals, yield* one(String(i))).latencies)
+        singles.sort((a, b) => a - b)
+        if (singles.length < single) {
+          yield* Console.log(`  ${single - singles.length} of ${single} outcomes sent one at a time not delivered within ${Duration.format(SINGLE_BOUND)}`)
+        }
+        return { singleP50: percentile(singles, 50), singleMax: singles[singles.length - 1] ?? Number.NaN }
+      }))
+      return { ...drained, transactionsPerDelivery, ...latency, ...alone } satisfies RoundFigures
     })
 
   const jobPayload = (callId: string) => ({ url: receiver.url, body: body.replace("{", `{"call_id":${JSON.stringify(callId)},`) })
@@ -445,13 +522,21 @@ const main = Effect.gen(function*() {
       other.push(yield* crmRelayRound(round, bin))
       yield* report("crm-relay baseline", other[other.length - 1]!)
     })
+  const pooled: Array<RoundFigures> = []
+  const crmRelayPooled = (round: number, through: Via) =>
+    Effect.gen(function*() {
+      pooled.push(yield* crmRelayRound(round, undefined, through))
+      yield* report("crm-relay via PgBouncer", pooled[pooled.length - 1]!)
+    })
   for (let round = 1; round <= rounds; round++) {
     yield* Console.log(`round ${round} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
     if (only !== "graphile-worker") {
       // The two builds take turns going first, so neither always meets the other's leftovers.
       if (baseline !== undefined && round % 2 === 0) yield* crmRelayBaseline(round, baseline)
+      if (via !== undefined && round % 2 === 0) yield* crmRelayPooled(round, via)
       yield* crmRelay(round)
       if (baseline !== undefined && round % 2 === 1) yield* crmRelayBaseline(round, baseline)
+      if (via !== undefined && round % 2 === 1) yield* crmRelayPooled(round, via)
     }
     if (only !== "crm-relay") {
       peer.push(yield* graphileRound(round))
@@ -472,6 +557,11 @@ const main = Effect.gen(function*() {
     ...(figures[0]?.requestP50 === undefined ? {} : {
       requestP50: median(figures.map((f) => f.requestP50!)),
       requestP99: median(figures.map((f) => f.requestP99!))
+    }),
+    ...(figures[0]?.poolerCpuMicros === undefined ? {} : { poolerCpuMicros: median(figures.map((f) => f.poolerCpuMicros!)) }),
+    ...(figures[0]?.singleP50 === undefined ? {} : {
+      singleP50: median(figures.map((f) => f.singleP50!)),
+      singleMax: median(figures.map((f) => f.singleMax!))
     })
   })
   yield* Console.log(`medians over ${rounds} round${rounds === 1 ? "" : "s"} (load average ${Os.loadavg().map((n) => n.toFixed(2)).join(" ")}):`)
@@ -483,6 +573,18 @@ const main = Effect.gen(function*() {
       `crm-relay / baseline: drain ${(now.drainPerSecond / then.drainPerSecond).toFixed(2)}×, CPU per delivery worker ${
         (now.workerCpuMicros / then.workerCpuMicros).toFixed(2)
       }× + PostgreSQL ${(now.databaseCpuMicros / then.databaseCpuMicros).toFixed(2)}×, peak RSS ${(now.rssMiB / then.rssMiB).toFixed(2)}×`
+    )
+  }
+  if (pooled.length > 0) {
+    yield* report("crm-relay via PgBouncer", summary(pooled))
+    const [direct, through] = [summary(crm), summary(pooled)]
+    const cpu = (f: RoundFigures) => f.workerCpuMicros + f.databaseCpuMicros + (f.poolerCpuMicros ?? 0)
+    yield* Console.log(
+      `via PgBouncer / direct: drain ${(through.drainPerSecond / direct.drainPerSecond).toFixed(2)}× (goal ≥ 0.90), CPU per delivery ${
+        (cpu(through) / cpu(direct)).toFixed(2)
+      }× (worker + PostgreSQL + PgBouncer)${Number.isNaN(direct.p50) ? "" : `, latency at ${rate}/s p50 ${(through.p50 / direct.p50).toFixed(2)}×`}${
+        through.singleP50 === undefined ? "" : `, one at a time p50 ${(through.singleP50 / direct.singleP50!).toFixed(2)}× (goal ≤ 3× or ≤ 100 ms)`
+      }`
     )
   }
   if (peer.length > 0) yield* report("graphile-worker", summary(peer))

@@ -7,7 +7,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, type Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 
-/** A fresh schema of `base` for the scope: its URL (search_path set) and the server's version. */
+/** A fresh schema of `base` for the scope: its name, its URL (search_path set) and the server's version. */
 export const freshSchema = (base: Redacted.Redacted) =>
   Effect.gen(function*() {
     const admin = yield* PgClient.make({ url: base, maxConnections: 1 })
@@ -17,5 +17,5 @@ export const freshSchema = (base: Redacted.Redacted) =>
       () => admin`DROP SCHEMA IF EXISTS ${admin(schema)} CASCADE`.pipe(Effect.ignore)
     )
     const [version] = yield* admin<{ server_version: string }>`SHOW server_version`
-    return { url: TestDatabase.withSearchPath(base, schema), version: version?.server_version ?? "?" }
+    return { schema, url: TestDatabase.withSearchPath(base, schema), version: version?.server_version ?? "?" }
   })

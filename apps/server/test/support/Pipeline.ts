@@ -32,6 +32,8 @@ export interface Delivered {
   readonly path: string
   readonly headers: Readonly<Record<string, string>>
   readonly body: string
+  /** When it arrived (epoch milliseconds). */
+  readonly at: number
 }
 
 /** A local HTTPS webhook receiver. */
@@ -66,7 +68,7 @@ export const receiver = (
           for (const [name, value] of Object.entries(req.headers)) {
             if (typeof value === "string") headers[name] = value
           }
-          log.push({ path: req.url ?? "", headers, body: Buffer.concat(chunks).toString("utf8") })
+          log.push({ path: req.url ?? "", headers, body: Buffer.concat(chunks).toString("utf8"), at: Date.now() })
           res.writeHead(200, { "content-type": "application/json" }).end("{}")
         })
       })
