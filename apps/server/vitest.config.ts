@@ -1,7 +1,10 @@
 import { configDefaults, defineConfig } from "vitest/config"
 
-/** Tests of several replicas on one database: PostgreSQL only (PGlite is one process's), run when DATABASE_URL is set. */
-const postgresOnly = ["test/OriginHoldReplicas.test.ts"]
+/**
+ * PostgreSQL only, run when DATABASE_URL is set: several replicas on one database (PGlite is one process's),
+ * and a server on a Patroni cluster of its own across a failover.
+ */
+const postgresOnly = ["test/OriginHoldReplicas.test.ts", "test/Failover.test.ts"]
 
 export default defineConfig({
   test: {

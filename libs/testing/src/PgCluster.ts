@@ -2,7 +2,8 @@
  * A private PostgreSQL 15 cluster for one test file, as operators run one
  * past a single machine: one etcd (v3 API), two nodes under Patroni with a
  * synchronous standby, and HAProxy routing to the leader through Patroni's
- * REST check, all on loopback ports of its own under a temporary folder
+ * REST check (one port closing the sessions of a node it marks down, one
+ * keeping them), all on loopback ports of its own under a temporary folder
  * (never the system's 2379/2380, 8008 or 5432). PostgreSQL and Patroni refuse
  * to run as root, so under root they run as `postgres` through `setpriv`,
  * which execs without a fork: the PID held is Patroni's own.
@@ -18,7 +19,9 @@ import * as Path from "node:path"
 import * as BrokerProcess from "./BrokerProcess.js"
 import type { Child } from "./BrokerProcess.js"
 import { pause } from "./Eventually.js"
-import { haproxyConfig, type NodeLayout, patroniYaml } from "./PgClusterConfig.js"
+import { type BalancerMode, haproxyConfig, type NodeLayout, patroniYaml } from "./PgClusterConfig.js"
+
+export type { BalancerMode } from "./PgClusterConfig.js"
 import * as PgWire from "./PgWire.js"
 
 /** The cluster could not be started, or did not reach the state a step waits for. */
@@ -39,11 +42,10 @@ export interface Member extends NodeLayout {
 
 /** A running cluster. */
 export interface PgCluster {
-  /** `postgres://postgres@127.0.0.1:<haproxy>/postgres`: the leader, through HAProxy. */
-  readonly url: string
-  readonly haproxyPort: number
-  /** Whether HAProxy closes the sessions of a node it marks down. */
-  readonly shutdownSessions: boolean
+  /** `postgres://postgres@127.0.0.1:<port>/postgres`: the leader, through HAProxy in `mode`. */
+  readonly url: (mode: BalancerMode) => string
+  /** HAProxy's port for `mode`. */
+  readonly port: (mode: BalancerMode) => number
   readonly members: ReadonlyArray<Member>
   /** The member holding the leader key and running, as Patroni reports it now. */
   readonly leader: Effect.Effect<Option.Option<string>>
@@ -65,12 +67,12 @@ const PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin"]
 
 const unavailable = (message: string) => new ClusterUnavailable({ message })
 
-/** An HTTP exchange with a Patroni REST API on loopback; None when it does not answer within 3 s. */
-const rest = (port: number, method: string, path: string, body?: unknown) =>
+/** An HTTP exchange with a Patroni REST API on loopback; None when it does not answer within `timeoutMs`. */
+const rest = (port: number, method: string, path: string, body?: unknown, timeoutMs = 3000) =>
   Effect.async<Option.Option<{ readonly status: number; readonly text: string }>>((resume) => {
     const payload = body === undefined ? undefined : JSON.stringify(body)
     const req = Http.request(
-      { host: "127.0.0.1", port, method, path, timeout: 3000, headers: payload === undefined ? {} : { "content-type": "application/json" } },
+      { host: "127.0.0.1", port, method, path, timeout: timeoutMs, headers: payload === undefined ? {} : { "content-type": "application/json" } },
       (res) => {
         let text = ""
         res.on("data", (chunk: Buffer) => (text += chunk.toString()))
@@ -154,8 +156,8 @@ const killAll = (pids: ReadonlyArray<number>) =>
     }
   })
 
-/** Starts the cluster for the scope; `shutdownSessions` chooses HAProxy's mode. */
-export const start = (options: { readonly shutdownSessions: boolean }): Effect.Effect<PgCluster, ClusterUnavailable, Scope.Scope> =>
+/** Starts the cluster for the scope, with HAProxy in both modes (a port each). */
+export const start: Effect.Effect<PgCluster, ClusterUnavailable, Scope.Scope> = Effect.suspend(() =>
   Effect.gen(function*() {
     const findings = Effect.all([
       BrokerProcess.findProgram("etcd", "etcd-server"),
@@ -175,7 +177,8 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
         : { command, args }
     const env = { PATH: process.env["PATH"] ?? "/usr/bin:/bin", HOME: dir, LANG: "C.UTF-8", LC_ALL: "C.UTF-8" }
     const port = () => BrokerProcess.freePort
-    const [etcdPort, etcdPeerPort, haproxyPort] = [yield* port(), yield* port(), yield* port()]
+    const [etcdPort, etcdPeerPort] = [yield* port(), yield* port()]
+    const balancers: Record<BalancerMode, number> = { "closes-sessions": yield* port(), "keeps-sessions": yield* port() }
     const layouts: ReadonlyArray<NodeLayout> = [
       { name: "pg1", pgPort: yield* port(), restPort: yield* port(), dataDir: Path.join(dir, "pg1") },
       { name: "pg2", pgPort: yield* port(), restPort: yield* port(), dataDir: Path.join(dir, "pg2") }
@@ -186,7 +189,7 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
       Fs.writeFileSync(file, patroniYaml({ scope, node, etcdPort, pgBin: Path.dirname(pgCtl), socketDir: dir }))
       if (Option.isSome(user)) Fs.chownSync(file, user.value.uid, user.value.gid)
     }
-    Fs.writeFileSync(Path.join(dir, "haproxy.cfg"), haproxyConfig({ port: haproxyPort, nodes: layouts, shutdownSessions: options.shutdownSessions }))
+    Fs.writeFileSync(Path.join(dir, "haproxy.cfg"), haproxyConfig({ ports: balancers, nodes: layouts }))
 
     // etcd: one member, v3 API only, its data in the folder.
     const etcdDir = Path.join(dir, "etcd")
@@ -273,9 +276,11 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
       const standby = view.value.find((m) => m.role === "sync_standby" && (m.state === "running" || m.state === "streaming"))
       if (lead === undefined || standby === undefined) return Option.none()
       if (!(yield* writable(lead.name))) return Option.none()
-      // HAProxy routes to it: a connection through it lands on a server out of recovery.
-      const through = yield* PgWire.query(haproxyPort, "SELECT pg_is_in_recovery()")
-      if (through._tag !== "Rows" || through.rows[0]?.[0] !== "f") return Option.none()
+      // HAProxy routes to it in both modes: a connection through it lands on a server out of recovery.
+      for (const port of Object.values(balancers)) {
+        const through = yield* PgWire.query(port, "SELECT pg_is_in_recovery()")
+        if (through._tag !== "Rows" || through.rows[0]?.[0] !== "f") return Option.none()
+      }
       return Option.some({ leader: lead.name, standby: standby.name })
     })
     const waitHealthy = until("A writable leader with a running synchronous standby, reached through HAProxy", healthy, STEP_BOUND, tails)
@@ -285,14 +290,18 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
       BrokerProcess.spawn(haproxyRun.command, haproxyRun.args, { env, cwd: dir }),
       (child) => BrokerProcess.stop(child, Duration.seconds(10))
     )
-    yield* BrokerProcess.waitReady("haproxy", haproxyChild, BrokerProcess.isListening(haproxyPort)).pipe(
+    yield* BrokerProcess.waitReady("haproxy", haproxyChild, Effect.map(
+      Effect.all(Object.values(balancers).map(BrokerProcess.isListening)),
+      (listening) => listening.every((up) => up)
+    )).pipe(
       Effect.mapError((e) => unavailable(e.message))
     )
     yield* until("The cluster's bootstrap (a leader and its synchronous standby)", healthy, START_BOUND, tails)
 
     const switchover = Effect.gen(function*() {
       const { leader: from, standby: to } = yield* waitHealthy
-      const answer = yield* rest(layoutOf(from).restPort, "POST", "/switchover", { leader: from, candidate: to })
+      // Patroni answers once the switchover is done (the old leader demoted, the candidate promoted).
+      const answer = yield* rest(layoutOf(from).restPort, "POST", "/switchover", { leader: from, candidate: to }, 60_000)
       if (!Option.exists(answer, (a) => a.status === 200)) {
         return yield* unavailable(`Patroni refused the switchover from ${from} to ${to}: ${Option.match(answer, { onNone: () => "no answer", onSome: (a) => `${a.status} ${a.text}` })}`)
       }
@@ -315,9 +324,8 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
       Effect.zipRight(spawnNode(layoutOf(name)), Effect.asVoid(waitHealthy))
 
     return {
-      url: `postgres://postgres@127.0.0.1:${haproxyPort}/postgres`,
-      haproxyPort,
-      shutdownSessions: options.shutdownSessions,
+      url: (mode) => `postgres://postgres@127.0.0.1:${balancers[mode]}/postgres`,
+      port: (mode) => balancers[mode],
       members,
       leader,
       waitForLeader,
@@ -327,4 +335,4 @@ export const start = (options: { readonly shutdownSessions: boolean }): Effect.E
       killLeader,
       start: startMember
     } satisfies PgCluster
-  })
+  }))

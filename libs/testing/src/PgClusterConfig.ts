@@ -75,16 +75,19 @@ tags: {}
 `
 }
 
+/** How HAProxy treats the sessions of a node it marks down. */
+export type BalancerMode = "closes-sessions" | "keeps-sessions"
+
 /**
  * HAProxy in TCP mode in front of the nodes, routing to the one whose
- * Patroni answers 200 on GET /primary (Patroni's documented check).
- * `shutdownSessions` closes the sessions of a node marked down; without it
- * they stay open, as behind a DNS name or a plain TCP balancer.
+ * Patroni answers 200 on GET /primary (Patroni's documented check), on one
+ * port per mode: `closes-sessions` closes the sessions of a node marked down
+ * (`on-marked-down shutdown-sessions`, as Patroni recommends); `keeps-sessions`
+ * leaves them open, as a DNS name or a plain TCP balancer does.
  */
 export const haproxyConfig = (options: {
-  readonly port: number
+  readonly ports: Readonly<Record<BalancerMode, number>>
   readonly nodes: ReadonlyArray<NodeLayout>
-  readonly shutdownSessions: boolean
 }): string =>
   [
     "global",
@@ -96,10 +99,12 @@ export const haproxyConfig = (options: {
     "  timeout client 30m",
     "  timeout server 30m",
     "  timeout check 2s",
-    "listen postgres",
-    `  bind 127.0.0.1:${options.port}`,
-    "  option httpchk GET /primary",
-    "  http-check expect status 200",
-    `  default-server inter 1s fall 2 rise 1${options.shutdownSessions ? " on-marked-down shutdown-sessions" : ""}`,
-    ...options.nodes.map((node) => `  server ${node.name} 127.0.0.1:${node.pgPort} maxconn 100 check port ${node.restPort}`)
+    ...(["closes-sessions", "keeps-sessions"] as const).flatMap((mode) => [
+      `listen ${mode}`,
+      `  bind 127.0.0.1:${options.ports[mode]}`,
+      "  option httpchk GET /primary",
+      "  http-check expect status 200",
+      `  default-server inter 1s fall 2 rise 1${mode === "closes-sessions" ? " on-marked-down shutdown-sessions" : ""}`,
+      ...options.nodes.map((node) => `  server ${node.name} 127.0.0.1:${node.pgPort} maxconn 100 check port ${node.restPort}`)
+    ])
   ].join("\n") + "\n"
