@@ -2,9 +2,9 @@ import { configDefaults, defineConfig } from "vitest/config"
 
 /**
  * PostgreSQL only, run when DATABASE_URL is set: several replicas on one database (PGlite is one process's),
- * and a server on a Patroni cluster of its own across a failover.
+ * servers refused a standby or a multi-host URL, and a server on a Patroni cluster of its own across a failover.
  */
-const postgresOnly = ["test/OriginHoldReplicas.test.ts", "test/Failover.test.ts"]
+const postgresOnly = ["test/OriginHoldReplicas.test.ts", "test/DatabaseRefusals.test.ts", "test/Failover.test.ts"]
 
 export default defineConfig({
   test: {

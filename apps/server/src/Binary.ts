@@ -27,6 +27,7 @@ const explain = (error: Failure): Option.Option<string> => {
     case "MasterKeyError":
     case "VaultError":
     case "UnknownMigrations":
+    case "DatabaseRefused":
       return Option.some(error.message)
     case "ServeError":
       return Option.some(`Could not listen: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}.`)
@@ -41,7 +42,8 @@ const explain = (error: Failure): Option.Option<string> => {
 
 /**
  * Exit codes: 0 done; 2 the request was refused (a usage error, an invalid
- * value, an unknown id, a database a newer release migrated: the operator's
+ * value, an unknown id, a database a newer release migrated, a DATABASE_URL
+ * that names several hosts or reaches a standby: the operator's
  * to fix); 1 anything else failed.
  */
 const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
@@ -50,7 +52,7 @@ const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
     onNone: () => 1,
     onSome: (error) =>
       // By tag: main.js loads no part of the store before a command runs.
-      error instanceof UsageError || Predicate.isTagged(error, "UnknownMigrations") ||
+      error instanceof UsageError || Predicate.isTagged(error, "UnknownMigrations") || Predicate.isTagged(error, "DatabaseRefused") ||
         (error instanceof AdminError && error.invalid === true)
         ? 2
         : 1

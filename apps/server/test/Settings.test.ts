@@ -17,6 +17,7 @@ describe("Settings", () => {
       "PORTAL_PUBLIC_URL",
       "ADMIN_TOKEN",
       "DATABASE_URL",
+      "DATABASE_SESSION_URL",
       "DATABASE_POOL_SIZE",
       "DATA_DIR",
       "MASTER_KEY",
@@ -56,6 +57,7 @@ describe("Settings", () => {
     expect(Settings.table.filter((s) => s.secret).map((s) => s.name)).toEqual([
       "ADMIN_TOKEN",
       "DATABASE_URL",
+      "DATABASE_SESSION_URL",
       "MASTER_KEY",
       "MASTER_KEY_PREVIOUS"
     ])
@@ -144,8 +146,15 @@ describe("Settings", () => {
   it.effect("secrets are Redacted (never printed) and an empty value counts as unset", () =>
     Effect.gen(function*() {
       const settings = yield* Settings.Settings.pipe(
-        withEnv({ DATABASE_URL: "postgres://user:hunter2@db/x", ADMIN_TOKEN: "tok-secret", MASTER_KEY: "" })
+        withEnv({
+          DATABASE_URL: "postgres://user:hunter2@db/x",
+          DATABASE_SESSION_URL: "postgres://user:hunter3@primary/x",
+          ADMIN_TOKEN: "tok-secret",
+          MASTER_KEY: ""
+        })
       )
+      expect(Redacted.value(Option.getOrThrow(settings.databaseSessionUrl))).toBe("postgres://user:hunter3@primary/x")
+      expect(JSON.stringify(settings)).not.toContain("hunter3")
       const url = Option.getOrThrow(settings.databaseUrl)
       expect(Redacted.isRedacted(url)).toBe(true)
       expect(Redacted.value(url)).toBe("postgres://user:hunter2@db/x")

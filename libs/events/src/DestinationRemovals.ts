@@ -7,14 +7,18 @@
  * Notifier (sent when its transaction commits: LISTEN/NOTIFY on PostgreSQL,
  * in process on PGlite) and each holder `watch`es and lets go at once.
  * Notifications are hints a dropped listen connection can lose, so `watch`
- * also asks the database now and then which of the ids it holds were removed.
+ * also asks the database now and then which of the ids it holds were removed,
+ * and at once when the Notifier says notifications may have been missed.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Notifier } from "@crm-relay/store"
-import { Clock, Duration, Effect, Schedule, type Scope, Stream } from "effect"
+import { Clock, Duration, Effect, Queue, Schedule, type Scope, Stream } from "effect"
 
 /** The Notifier channel of removed destinations; the payload is the destination id. */
 export const CHANNEL = "destination-removed"
+
+/** The least time between two checks `MISSED` triggers (it comes with every write when the notifier polls). */
+const MISSED_CHECK_GAP = Duration.seconds(1)
 
 /** How often `watch` asks the database, behind the notifications (default). */
 export const DEFAULT_RECHECK = Duration.seconds(30)
@@ -47,10 +51,12 @@ export const watch = (
       Effect.map(Stream.catchAll(() => Stream.empty)),
       Effect.orElseSucceed(() => Stream.empty)
     )
+    // Notifications may have been missed (MISSED): the database is asked at once, at most once a second.
+    const missed = yield* Queue.sliding<void>(1)
     yield* first.pipe(
       Stream.concat(relisten),
       // A broker that went silent makes a release wait for its bound: the next removals are not held up by it.
-      Stream.mapEffect(release, { concurrency: 16, unordered: true }),
+      Stream.mapEffect((id) => id === Notifier.MISSED ? missed.offer(void 0) : release(id), { concurrency: 16, unordered: true }),
       Stream.runDrain,
       Effect.withClock(live),
       Effect.forkScoped
@@ -65,6 +71,13 @@ export const watch = (
     })
     yield* removedAmongHeld.pipe(
       Effect.delay(recheck),
+      Effect.forever,
+      Effect.withClock(live),
+      Effect.forkScoped
+    )
+    yield* missed.take.pipe(
+      Effect.zipRight(removedAmongHeld),
+      Effect.zipRight(Effect.sleep(MISSED_CHECK_GAP)),
       Effect.forever,
       Effect.withClock(live),
       Effect.forkScoped

@@ -3,16 +3,16 @@
  * (a real pool), otherwise embedded PGlite in `<dataDir>/pglite`. Both
  * provide `SqlClient`, a `Notifier` and `DatabaseInfo`; the SQL is the same.
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { DataDirInUse } from "./DataDirLock.js"
-import { pgTypes } from "./internal/valueTypes.js"
 import * as Notifier from "./Notifier.js"
 import * as PgliteClient from "./PgliteClient.js"
+import * as PostgresClient from "./PostgresClient.js"
 
 /** Which database this process uses; `location` never holds a secret. */
 export class DatabaseInfo extends Context.Tag("@crm-relay/store/DatabaseInfo")<
@@ -28,6 +28,8 @@ export interface DatabaseOptions {
   readonly dataDir: string
   /** Maximum connections of the PostgreSQL pool. */
   readonly poolSize: number
+  /** A direct PostgreSQL connection (no transaction pooler) for LISTEN; none → `url`. */
+  readonly sessionUrl?: Option.Option<Redacted.Redacted> | undefined
 }
 
 /** What a database Layer provides. */
@@ -45,24 +47,20 @@ const describeUrl = (url: Redacted.Redacted): string => {
   }
 }
 
-/** Real PostgreSQL: a pool of `poolSize` connections, LISTEN/NOTIFY on its own connection. */
+/**
+ * Real PostgreSQL: a pool of `poolSize` connections that drops those on a
+ * standby or broken, LISTEN/NOTIFY on its own connection (through
+ * `sessionUrl` when set) that comes back by itself (see PostgresClient).
+ */
 export const layerPostgres = (options: {
   readonly url: Redacted.Redacted
   readonly poolSize: number
-}): Layer.Layer<Services | PgClient.PgClient, SqlError> => {
-  const client = PgClient.layer({
-    url: options.url,
-    maxConnections: options.poolSize,
-    connectTimeout: Duration.seconds(5),
-    idleTimeout: Duration.seconds(30),
-    applicationName: "crm-relay",
-    types: pgTypes
-  })
-  return Layer.mergeAll(
+  readonly sessionUrl?: Option.Option<Redacted.Redacted> | undefined
+}): Layer.Layer<Services | PgClient.PgClient, SqlError | PostgresClient.DatabaseRefused> =>
+  Layer.mergeAll(
     Notifier.layerPg,
     Layer.succeed(DatabaseInfo, { kind: "postgres", location: describeUrl(options.url) })
-  ).pipe(Layer.provideMerge(client))
-}
+  ).pipe(Layer.provideMerge(PostgresClient.layer(options)))
 
 /** Embedded PGlite in `<dataDir>/pglite`, owned by this process while the Layer lives. */
 export const layerPglite = (options: {
@@ -76,10 +74,12 @@ export const layerPglite = (options: {
 }
 
 /** PostgreSQL when `url` is set, otherwise embedded PGlite. */
-export const layer = (options: DatabaseOptions): Layer.Layer<Services, SqlError | DataDirInUse> =>
+export const layer = (
+  options: DatabaseOptions
+): Layer.Layer<Services, SqlError | DataDirInUse | PostgresClient.DatabaseRefused> =>
   Option.match(options.url, {
     onNone: () => layerPglite({ dataDir: options.dataDir }),
-    onSome: (url) => layerPostgres({ url, poolSize: options.poolSize })
+    onSome: (url) => layerPostgres({ url, poolSize: options.poolSize, sessionUrl: options.sessionUrl })
   })
 
 /** Readiness: one trivial statement, failing after `timeout` (2 s by default). */

@@ -7,15 +7,16 @@
  * session's own notifications in process. Channels are namespaced by the
  * current schema, so databases sharing a server (test schemas) never wake
  * each other. A notification is a hint, not a queue: listeners must still
- * poll now and then (a dropped connection loses notifications). Payloads
+ * poll now and then, and at once on `MISSED` (a dropped connection loses
+ * notifications; behind a transaction pooler only `MISSED` comes). Payloads
  * must be non-empty (empty ones are not delivered).
  */
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Deferred, Duration, Effect, Fiber, Layer, Mailbox, Option, PubSub, type Scope, Stream } from "effect"
-import { createHash, randomBytes } from "node:crypto"
+import { Context, Effect, Layer, PubSub, type Scope, Stream } from "effect"
+import { createHash } from "node:crypto"
 import { PgliteClient } from "./PgliteClient.js"
+import * as PostgresClient from "./PostgresClient.js"
 
 /** Sends and receives notifications on named channels. */
 export class Notifier extends Context.Tag("@crm-relay/store/Notifier")<
@@ -61,69 +62,27 @@ const makeNotify = Effect.gen(function*() {
 })
 
 /**
- * Payloads the PostgreSQL notifier sends to itself to learn that a LISTEN is
- * in effect; every replica's listener drops them.
+ * The payload a listener hears when notifications may have been missed (its
+ * connection came back after a failure, or the notifier polls behind a
+ * transaction pooler): it should look for work now, as on any wake-up.
+ * Never sent on PGlite.
  */
-const SELF_PROBE = "crm-relay:listening:"
-
-/** How long a probe of a new LISTEN may go unanswered before it is sent again. */
-const PROBE_EVERY = Duration.millis(100)
-/** After this the next channel starts listening even if no probe came back (the listener is still kept). */
-const PROBE_GIVE_UP = Duration.seconds(5)
+export const MISSED = PostgresClient.MISSED
 
 /**
  * Notifier over PostgreSQL: LISTEN on the client's dedicated listen
- * connection. That one connection is shared by every channel, and the
- * driver runs one query at a time on it: two LISTENs at once made it queue
- * the second behind the first, which pg 8 warns about at every start and
- * pg 9 refuses. So channels start listening one at a time, the next once a
- * probe notification sent on the channel has come back, which also proves
- * that the LISTEN took effect.
+ * connection, which comes back by itself after a failure and then sends
+ * `MISSED` (see PostgresClient). `subscribe` succeeds once its LISTEN is in
+ * effect: what is sent next is heard.
  */
-export const layerPg: Layer.Layer<Notifier, SqlError, PgClient.PgClient | SqlClient.SqlClient> = Layer.effect(
+export const layerPg: Layer.Layer<Notifier, SqlError, PostgresClient.PostgresListen | SqlClient.SqlClient> = Layer.effect(
   Notifier,
   Effect.gen(function*() {
-    const pg = yield* PgClient.PgClient
+    const listener = yield* PostgresClient.PostgresListen
     const name = yield* namespaced
     const notify = yield* makeNotify
-    const oneAtATime = yield* Effect.makeSemaphore(1)
-
     const subscribe = (channel: string): Effect.Effect<Stream.Stream<string, SqlError>, SqlError, Scope.Scope> =>
-      Effect.gen(function*() {
-        const full = name(channel)
-        const probe = `${SELF_PROBE}${randomBytes(8).toString("hex")}`
-        const heard = yield* Deferred.make<void>()
-        const mailbox = yield* Mailbox.make<string, SqlError>()
-        yield* oneAtATime.withPermits(1)(
-          Effect.gen(function*() {
-            const listener = yield* pg.listen(full).pipe(
-              Stream.runForEach((payload) =>
-                payload === probe
-                  ? Deferred.succeed(heard, undefined)
-                  : payload.startsWith(SELF_PROBE)
-                  ? Effect.void
-                  : mailbox.offer(payload)
-              ),
-              Effect.exit,
-              Effect.flatMap((exit) => mailbox.done(exit)),
-              Effect.forkScoped
-            )
-            // Through `notify` (pg_notify): the driver's own NOTIFY sends its payload as a parameter, which PostgreSQL refuses.
-            const poke = notify(channel, probe).pipe(
-              Effect.zipRight(Deferred.await(heard).pipe(Effect.timeoutOption(PROBE_EVERY))),
-              Effect.repeat({ until: Option.isSome }),
-              Effect.timeoutOption(PROBE_GIVE_UP),
-              Effect.ignore,
-              // Real time, whatever clock the caller runs on: under a TestClock the retry would never come.
-              Effect.withClock(Clock.make())
-            )
-            // A listener that fails (connection refused) ends the wait: its stream carries the error.
-            yield* Effect.raceFirst(poke, Effect.ignore(Fiber.await(listener)))
-          })
-        )
-        return Mailbox.toStream(mailbox)
-      })
-
+      listener.subscribe(name(channel))
     return Notifier.of({ notify, listen: (channel) => Stream.unwrapScoped(subscribe(channel)), subscribe, channel: name })
   })
 )

@@ -57,6 +57,14 @@ export const table: ReadonlyArray<Setting> = [
     secret: true
   },
   {
+    name: "DATABASE_SESSION_URL",
+    default: "unset (DATABASE_URL)",
+    description:
+      "A direct PostgreSQL connection to the primary (not through a transaction pooler such as PgBouncer) for what needs a session: " +
+      "LISTEN for wake-ups. Set it when DATABASE_URL goes through a transaction pooler.",
+    secret: true
+  },
+  {
     name: "DATABASE_POOL_SIZE",
     default: "10",
     description: "Maximum PostgreSQL connections per replica (ignored by PGlite, which is one session).",
@@ -281,6 +289,8 @@ export type PortalSettings = Config.Config.Success<typeof PortalSettings>
 export const adminToken = optionalSecret("ADMIN_TOKEN")
 /** The PostgreSQL URL, when configured. */
 export const databaseUrl = optionalSecret("DATABASE_URL")
+/** The direct PostgreSQL URL for LISTEN, when configured. */
+export const databaseSessionUrl = optionalSecret("DATABASE_SESSION_URL")
 /** The PostgreSQL pool size. */
 export const databasePoolSize = Config.integer("DATABASE_POOL_SIZE").pipe(
   Config.validate({ message: "DATABASE_POOL_SIZE must be from 1 to 1000", validation: (n) => n >= 1 && n <= 1000 }),
@@ -504,6 +514,7 @@ export const Settings = Config.all({
   adminToken,
   portal: PortalSettings,
   databaseUrl,
+  databaseSessionUrl,
   databasePoolSize,
   dataDir,
   masterKey,

@@ -264,7 +264,12 @@ export const layerWithDatabase = (options: ServeOptions) => {
 export const layer = (settings: Settings, overrides: { readonly publicHost?: string } = {}) => {
   // Opened and checked first: a database a newer release migrated is refused before any file is written.
   const database = Migrations.guard(
-    Database.layer({ url: settings.databaseUrl, dataDir: settings.dataDir, poolSize: settings.databasePoolSize })
+    Database.layer({
+      url: settings.databaseUrl,
+      sessionUrl: settings.databaseSessionUrl,
+      dataDir: settings.dataDir,
+      poolSize: settings.databasePoolSize
+    })
   )
   return Layer.unwrapEffect(
     Effect.map(Effect.all([

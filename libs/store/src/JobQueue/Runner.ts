@@ -4,6 +4,7 @@
  * times and jobs' ends, and stopped cleanly by interruption (see index.ts).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import {
   Cause,
   Clock,
@@ -16,6 +17,7 @@ import {
   FiberRefs,
   HashMap,
   Option,
+  Predicate,
   Queue,
   Runtime,
   Stream,
@@ -23,6 +25,7 @@ import {
 } from "effect"
 import { DatabaseInfo } from "../Database.js"
 import { JobHandoffs, type Reservation } from "../JobHandoffs.js"
+import { isTransient } from "../internal/pgFailures.js"
 import { Notifier } from "../Notifier.js"
 import { wake } from "./Controls.js"
 import { observer, spanOptionsOf } from "./internal/attempts.js"
@@ -85,6 +88,15 @@ const realSleep = (duration: Duration.Duration): Effect.Effect<void> =>
 /** Delay before a job whose handler died unexpectedly runs again: 30 s doubling, at most an hour. */
 export const defectDelay = (attempt: number): Duration.Duration =>
   Duration.millis(Math.min(30_000 * 2 ** Math.max(0, Math.min(attempt - 1, 20)), 3_600_000))
+
+/** Delay before a job whose database connection was dropped under it (see `isTransient`) runs again. */
+export const TRANSIENT_DELAY: Duration.Duration = Duration.seconds(1)
+
+/** True when `cause` failed or died of a `SqlError` from a dropped connection (a failover, a standby). */
+const lostDatabase = (cause: Cause.Cause<unknown>): boolean =>
+  [...Cause.failures(cause), ...Cause.defects(cause)].some((error) =>
+    Predicate.isTagged(error, "SqlError") && isTransient(error as SqlError)
+  )
 
 /**
  * Runs `handler` on the due jobs of `jobs` until interrupted (see the module
@@ -171,6 +183,12 @@ export const run = <A, R>(
         Effect.catchAllCause((cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause)
+            : lostDatabase(cause)
+            // A dropped connection (a failover, a standby): the work is retried soon, on another connection.
+            ? Effect.as(
+              Effect.logWarning("Job lost its database connection; retrying", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
+              JobResult.Retry({ delay: TRANSIENT_DELAY, error: "The database connection was lost; retrying." })
+            )
             : Effect.as(
               Effect.logError("Job handler failed unexpectedly", cause).pipe(Effect.annotateLogs({ job_id: job.id })),
               JobResult.Retry({ delay: defectDelay(job.attempt), error: "The job failed unexpectedly." })

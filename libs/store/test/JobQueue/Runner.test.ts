@@ -7,6 +7,8 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Eventually } from "@crm-relay/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Pg from "pg"
 import { Clock, Deferred, Duration, Effect, Fiber, Layer, Logger, LogLevel, Option } from "effect"
 import { JobHandoffs } from "../../src/JobHandoffs.js"
 import type * as JobHandoffsModule from "../../src/JobHandoffs.js"
@@ -385,6 +387,26 @@ layer(quiet, { excludeTestServices: true })("JobQueue runner on the real clock",
       // The 30 s defect delay, counted from the failure (which happened between these two instants).
       expect(row.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before + 30_000)
       expect(row.next_attempt_at.getTime()).toBeLessThanOrEqual(Date.now() + 30_000)
+      yield* Fiber.interrupt(runner)
+    }))
+
+  it.effect("issue 41: a handler that dies of a dropped database connection (57P01, 25006 after a failover) is retried as transient: after 1 s, not the defect delay", () =>
+    Effect.gen(function*() {
+      const jobs = yield* makeTable()
+      const [id] = yield* insertJobs(jobs, 1, new Date(Date.now() - 1000))
+      const before = Date.now()
+      const shutdown = Object.assign(new Pg.DatabaseError("terminating connection due to administrator command", 0, "error"), {
+        code: "57P01",
+        severity: "FATAL"
+      })
+      const runner = yield* JobQueue.run(jobs, () => Effect.die(new SqlError({ cause: shutdown, message: "Failed to execute statement" })), {
+        pollInterval: Duration.millis(100)
+      }).pipe(Effect.fork)
+      yield* eventually(Effect.map(rowOf(jobs, id!), (row) => row.last_error !== null))
+      const row = yield* rowOf(jobs, id!)
+      expect(row).toMatchObject({ status: "pending", attempts: 1, lease_owner: null, last_error: "The database connection was lost; retrying." })
+      expect(row.next_attempt_at.getTime()).toBeGreaterThanOrEqual(before + 1_000)
+      expect(row.next_attempt_at.getTime()).toBeLessThanOrEqual(Date.now() + 1_000)
       yield* Fiber.interrupt(runner)
     }))
 })
