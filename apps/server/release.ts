@@ -26,7 +26,8 @@ const dist = Path.join(root, "dist")
 const out = Path.join(workspace, "release")
 const work = Path.join(out, ".work")
 const requireHere = Module.createRequire(Path.join(root, "package.json"))
-const version = (JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8")) as { version: string }).version
+// The release's version is the root package.json's, as the server's own (src/config/Version.ts).
+const version = (JSON.parse(Fs.readFileSync(Path.join(workspace, "package.json"), "utf8")) as { version: string }).version
 const git = (...args: ReadonlyArray<string>): string => execFileSync("git", args, { cwd: workspace, encoding: "utf8" }).trim()
 const started = Date.now()
 

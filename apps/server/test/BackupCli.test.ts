@@ -12,6 +12,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Zlib from "node:zlib"
+import { VERSION } from "../src/config/Version.js"
 import { cli, PROCESS_TEST_TIMEOUT } from "./support/Cli.js"
 import { freshPostgres } from "./support/FreshPostgres.js"
 import { tempDir } from "./support/TempDir.js"
@@ -93,7 +94,7 @@ describe("crm-relay db", () => {
         const future = yield* restoreInto(Path.join(dir, "t2"), {}, newer)
         expect([future.code, future.stderr.trim()]).toEqual([
           2,
-          `The backup is at migration level 999, newer than this build knows (its newest is ${newest[0]}_${newest[1]}): restore it with crm-relay 0.1.0 or newer.`
+          `The backup is at migration level 999, newer than this build knows (its newest is ${newest[0]}_${newest[1]}): restore it with crm-relay ${VERSION} or newer.`
         ])
         untouched(Path.join(dir, "t2"))
 

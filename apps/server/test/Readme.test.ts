@@ -37,6 +37,21 @@ describe("README and docs", () => {
     expect([...actions].filter((action) => !documented.has(action))).toEqual([])
   })
 
+  // Issue 41: "Every snippet an operator copies must survive a restart": a key or token made inline where the
+  // server starts is a new one at every start (MASTER_KEY: the data is refused; ADMIN_TOKEN: nobody has it).
+  it("no snippet an operator copies makes MASTER_KEY or ADMIN_TOKEN anew on the line that uses it", () => {
+    const pages = [
+      "README.md",
+      "apps/server/release/README.md",
+      ...readdirSync(join(ROOT, "docs")).filter((file) => file.endsWith(".md")).map((file) => join("docs", file)),
+      ...readdirSync(join(ROOT, "deploy")).map((file) => join("deploy", file))
+    ]
+    const inline = pages.flatMap((page) =>
+      readFileSync(join(ROOT, page), "utf8").split("\n").filter((line) => /\b(MASTER_KEY|ADMIN_TOKEN)=["']?\$\(/.test(line)).map((line) => `${page}: ${line.trim()}`)
+    )
+    expect(inline).toEqual([])
+  })
+
   it("the README states the two commands: npm install && npm start, and npm test", () => {
     expect(readme).toContain("npm install && npm start")
     expect(readme).toMatch(/^npm test\b/m)

@@ -15,6 +15,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import * as Path from "node:path"
+import { VERSION } from "../src/config/Version.js"
 import * as ServerFile from "../src/config/ServerFile.js"
 import { PROCESS_TEST_TIMEOUT, SERVE_START_BOUND } from "./support/Cli.js"
 import { emptyFolderWithExecutable, release, RELEASE, ROOT, run, serve } from "./support/Release.js"
@@ -43,7 +44,7 @@ const serveAndRoundTrip = (folder: string, dataDir: string, env: Record<string, 
 describe("the release's executable (npm run release)", () => {
   it.live("release/ holds the tarball (the executable and a short README), SHA256SUMS that verify, and a CycloneDX SBOM of what it carries", () => Effect.gen(function*() {
     yield* release
-    const name = "crm-relay-0.1.0-linux-x64"
+    const name = `crm-relay-${VERSION}-linux-x64`
     const listed = execFileSync("tar", ["-tzf", Path.join(RELEASE, `${name}.tar.gz`)], { encoding: "utf8" }).trim().split("\n").sort()
     expect(listed).toEqual([`${name}/`, `${name}/README.md`, `${name}/crm-relay`])
     const sums = Fs.readFileSync(Path.join(RELEASE, "SHA256SUMS"), "utf8").trim().split("\n")
@@ -80,7 +81,7 @@ describe("the release's executable (npm run release)", () => {
         expect(version.code).toBe(0)
         const commit = execFileSync("git", ["rev-parse", "--short=12", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim()
         const dirty = execFileSync("git", ["status", "--porcelain"], { cwd: ROOT, encoding: "utf8" }).trim() !== ""
-        expect(version.stdout.trim()).toBe(`0.1.0 (commit ${commit}${dirty ? ", dirty tree" : ""}, node ${process.version})`)
+        expect(version.stdout.trim()).toBe(`${VERSION} (commit ${commit}${dirty ? ", dirty tree" : ""}, node ${process.version})`)
         const help = yield* run(folder, ["--help"])
         expect(help.code).toBe(0)
         for (const command of ["serve", "migrate", "accounts create", "bridge check", "portal link"]) expect(help.stdout).toContain(command)

@@ -18,15 +18,19 @@ export const BIN = fileURLToPath(new URL("../../../apps/server/bin/crm-relay.js"
 /** The binary to run is missing or not built; `message` says which and how to build it. */
 export class NotBuilt extends Data.TaggedError("NotBuilt")<{ readonly message: string }> {}
 
+/** Whether `bin` is a release's single executable (a program of its own), not a checkout's `bin/crm-relay.js`. */
+export const isExecutable = (bin: string): boolean => !bin.endsWith(".js")
+
 /**
  * `bin` (a checkout's `apps/server/bin/crm-relay.js`) when it can run: the file is there and so is the
- * production build it loads (`../dist/main.js`); otherwise a sentence naming the build command.
+ * production build it loads (`../dist/main.js`); otherwise a sentence naming the build command. A
+ * release's executable (`release/crm-relay`) needs only to be there.
  */
 export const builtBinary = (bin: string) =>
   Effect.suspend(() => {
     const path = Path.resolve(bin)
     if (!Fs.existsSync(path)) return Effect.fail(new NotBuilt({ message: `${path} does not exist: give the path of a checkout's apps/server/bin/crm-relay.js.` }))
-    return Fs.existsSync(Path.join(Path.dirname(path), "../dist/main.js"))
+    return isExecutable(path) || Fs.existsSync(Path.join(Path.dirname(path), "../dist/main.js"))
       ? Effect.succeed(path)
       : Effect.fail(
         new NotBuilt({
@@ -55,6 +59,8 @@ export interface ServeOptions {
   readonly nodeOptions?: string | undefined
   /** Where the server's log lines (stdout) go: a file descriptor, or nowhere. */
   readonly stdout: number | "ignore"
+  /** Where its stderr goes: a file descriptor, or this process's stderr (the default). */
+  readonly stderr?: number | "inherit" | undefined
   readonly logLevel: string
   /** More settings (ROLE, EGRESS_ALLOW_PRIVATE, ...). */
   readonly env?: Record<string, string>
@@ -62,7 +68,10 @@ export interface ServeOptions {
   readonly stopWithin: Duration.DurationInput
   /** Runs the server under this open-file limit (`ulimit -n` in a shell that then becomes the server). */
   readonly openFileLimit?: number | undefined
-  /** Another build's `bin/crm-relay.js` to run (this checkout's by default), to compare two builds in one run. */
+  /**
+   * Another build's `bin/crm-relay.js` to run (this checkout's by default), to compare two builds in one run,
+   * or a release's single executable (any path not ending in .js: run as a program of its own).
+   */
   readonly bin?: string | undefined
 }
 
@@ -77,6 +86,8 @@ export interface RunningServer {
    * at its timeout.
    */
   readonly whileRunning: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | ServerExited, R>
+  /** How it ended (`code 0`, `signal SIGKILL`), once it has; undefined while it runs. */
+  readonly ended: () => string | undefined
 }
 
 /** `code 1`, `signal SIGKILL`: how a child process ended. */
@@ -114,15 +125,16 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
       (dir) => Effect.sync(() => Fs.rmSync(dir, { recursive: true, force: true }))
     )
     const bin = options.bin ?? BIN
+    const command = isExecutable(bin) ? [bin, "serve"] : [process.execPath, bin, "serve"]
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
         ChildProcess.spawn(
-          options.openFileLimit === undefined ? process.execPath : "/bin/sh",
+          options.openFileLimit === undefined ? command[0]! : "/bin/sh",
           options.openFileLimit === undefined
-            ? [bin, "serve"]
-            : ["-c", `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, process.execPath, bin, "serve"],
+            ? command.slice(1)
+            : ["-c", `ulimit -n ${options.openFileLimit} && exec "$0" "$@"`, ...command],
           {
-            stdio: ["ignore", options.stdout, "inherit"],
+            stdio: ["ignore", options.stdout, options.stderr ?? "inherit"],
             env: {
               PATH: process.env["PATH"] ?? "",
               ...(options.databaseUrl === undefined ? {} : { DATABASE_URL: Redacted.value(options.databaseUrl) }),
@@ -170,7 +182,8 @@ export const serve = (options: ServeOptions): Effect.Effect<RunningServer, Serve
     return {
       pid: child.pid!,
       ...info,
-      whileRunning: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.raceFirst(effect, died)
+      whileRunning: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.raceFirst(effect, died),
+      ended: () => (child.exitCode !== null || child.signalCode !== null ? howItEnded(child) : undefined)
     }
   })
 

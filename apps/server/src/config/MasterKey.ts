@@ -76,7 +76,8 @@ const developmentKey = (dataDir: string) =>
     // Not a log record only: an operator must see this even with logs off.
     yield* Console.error(
       `MASTER_KEY was not set: generated a development master key into ${file}. ` +
-        "Every stored bridge credential is encrypted under it: back the file up, and set MASTER_KEY in production."
+        "Every stored bridge credential and signing secret is encrypted under it: keep a copy of the file apart from " +
+        "DATA_DIR and its backups, or set MASTER_KEY from a file made once (see the README's Install)."
     )
     yield* Effect.logWarning("MASTER_KEY not set; using a generated development master key").pipe(
       Effect.annotateLogs({ file, master_key_id: key.id })
