@@ -144,13 +144,13 @@ describe("PostgresClient", () => {
         expect(yield* readOnlyReason(sql)).toEqual(Option.none())
         front.switchTo(pair.standby.port)
         yield* front.cutAll
-        // "/readyz tells the truth throughout": on the standby it says why it is not ready, not that the database is gone.
-        expect(yield* readOnlyReason(sql)).toEqual(Option.some(Database.READ_ONLY_STANDBY))
         for (let i = 0; i < 3; i++) {
           const failed = yield* Effect.flip(sql<{ r: boolean }>`SELECT pg_is_in_recovery() AS r`)
           expect(PostgresClient.isTransient(failed)).toBe(true)
           expect(failed.message).toMatch(/read-only standby/)
         }
+        // "/readyz tells the truth throughout": on the standby it says why it is not ready, not that the database is gone.
+        expect(yield* readOnlyReason(sql)).toEqual(Option.some(Database.READ_ONLY_STANDBY))
         // The pool holds none of them: the standby has no connection of this client left open.
         yield* Eventually.eventually(
           admin(pair.standby.url(), `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = '${name}'`).pipe(
