@@ -61,6 +61,8 @@ export interface PgCluster {
   readonly killLeader: Effect.Effect<string, ClusterUnavailable>
   /** Starts `name`'s Patroni again (it rejoins as a standby); waits until the cluster is healthy. */
   readonly start: (name: string) => Effect.Effect<void, ClusterUnavailable>
+  /** Starts `name`'s Patroni again without waiting: it rejoins in the background (`waitHealthy` says when). */
+  readonly launch: (name: string) => Effect.Effect<void, ClusterUnavailable>
 }
 
 const PG_BIN_CANDIDATES = ["/usr/lib/postgresql/15/bin"]
@@ -333,6 +335,7 @@ export const start: Effect.Effect<PgCluster, ClusterUnavailable, Scope.Scope> = 
       waitHealthy,
       switchover,
       killLeader,
-      start: startMember
+      start: startMember,
+      launch: (name) => spawnNode(layoutOf(name))
     } satisfies PgCluster
   }))
