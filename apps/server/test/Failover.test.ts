@@ -195,11 +195,12 @@ const scenario = (mode: PgCluster.BalancerMode, fault: "switchover" | "lost lead
     // Every outcome answered 202 arrives (a lease of 30 s and a poll of 30 s bound a retry; this bounds a hang).
     const accepted = sent.filter((s) => s.status === 202).map((s) => s.callId)
     const arrived = () => new Set(server.events().map((e) => e.event["call_id"] as string))
-    const missing = yield* eventually(
-      Effect.sync(() => accepted.filter((id) => !arrived().has(id))),
-      (left) => left.length === 0,
+    const exited = Effect.map(Effect.timeoutOption(server.child.exited, Duration.millis(1)), Option.map((code) => code ?? "signal"))
+    const missing = (yield* eventually(
+      Effect.zip(Effect.sync(() => accepted.filter((id) => !arrived().has(id))), exited),
+      ([left, exit]) => left.length === 0 || Option.isSome(exit),
       Duration.minutes(2)
-    ).pipe(Effect.catchAllDefect(() => Effect.sync(() => accepted.filter((id) => !arrived().has(id)))))
+    ).pipe(Effect.catchAllDefect(() => Effect.zip(Effect.sync(() => accepted.filter((id) => !arrived().has(id))), exited))))[0]
 
     const failed = sent.filter((s) => s.status !== 202)
     const answered202 = sent.filter((s) => s.status === 202).map((s) => s.answeredAt!).sort((a, b) => a - b)
@@ -221,17 +222,24 @@ const scenario = (mode: PgCluster.BalancerMode, fault: "switchover" | "lost lead
       readyz_not_ready_samples: ready.filter((s) => s.value !== 200).length,
       readyz_ready_while_failing: ready.filter((s) => s.value === 200 && failed.some((f) => f.sentAt <= s.at && s.at <= f.answeredAt!)).length
     }
-    // "LISTEN is re-established on the new leader": measured at once, before the killed node rejoins.
-    const after = yield* singleLatencies(server, LATENCY_SAMPLES)
+    const exit = yield* exited
     // The lead needs these figures in the test output; the server's own warnings say why writes failed.
     console.log([
-      `Failover figures: ${JSON.stringify({ ...figures, latency_before_ms: before, latency_after_ms: after })}`,
+      `Failover figures: ${JSON.stringify(figures)}`,
+      ...Option.match(exit, {
+        onNone: () => [],
+        onSome: (code) => [`The server exited (${code}); its last output:\n${server.child.stdout().slice(-4_000)}\n${server.child.stderr().slice(-4_000)}`]
+      }),
       ...(missing.length === 0 ? [] : [
         `Never arrived (sent s after the fault): ${JSON.stringify(sent.filter((s) => missing.includes(s.callId)).map((s) => seconds(s.sentAt - faultAt)))}`,
         `Their rows: ${(yield* stateOf(cluster, missing)).join("\n")}`
       ]),
       `Server warnings: ${JSON.stringify(warnings(server.child), null, 1)}`
     ].join("\n"))
+    expect(exit, "the server runs on").toEqual(Option.none())
+    // "LISTEN is re-established on the new leader": measured at once, before the killed node rejoins.
+    const after = yield* singleLatencies(server, LATENCY_SAMPLES)
+    console.log(`Failover single-delivery latency (${mode}, ${fault}): ${JSON.stringify({ before_ms: before, after_ms: after })}`)
     // The next scenario needs it back (and waits for it); this one does not.
     if (fault === "lost leader") yield* Effect.orDie(cluster.launch(from))
     return { server, bridge, sent, failed, accepted, missing, ready, writableAt, lastFailure, firstBack, before, after, figures }
