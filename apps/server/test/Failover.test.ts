@@ -105,7 +105,7 @@ const warnings = (child: ServeProcess): Record<string, number> => {
     let key = line.slice(0, 160)
     try {
       const parsed = JSON.parse(line) as Json
-      const cause = JSON.stringify(parsed["cause"] ?? parsed["error"] ?? "")
+      const cause = JSON.stringify(parsed["cause"] ?? parsed["error"] ?? parsed["details"] ?? "")
       // The database's own words under the SqlError (read-only, recovery, a closed connection) say why.
       const why = cause.split("\\n").find((l) => /read-only|recovery|terminat|ECONN|shut|closed|timeout|refused/i.test(l)) ?? cause.slice(0, 120)
       key = `${parsed["msg"] ?? parsed["message"] ?? ""} | ${why.trim().slice(0, 200)}`
@@ -219,6 +219,8 @@ const scenario = (mode: PgCluster.BalancerMode, fault: "switchover" | "lost lead
       without_writes_s: seconds(Math.max(0, ...gaps)),
       first_202_after_new_leader_s: firstBack === undefined ? null : seconds(firstBack - writableAt),
       last_failure_after_new_leader_s: failed.length === 0 ? null : seconds(lastFailure - writableAt),
+      // Each failure: sent and answered, in seconds from the new leader accepting writes.
+      failures: failed.map((f) => [seconds(f.sentAt - writableAt), seconds((f.answeredAt ?? f.sentAt) - writableAt), f.status]),
       readyz_not_ready_samples: ready.filter((s) => s.value !== 200).length,
       readyz_ready_while_failing: ready.filter((s) => s.value === 200 && failed.some((f) => f.sentAt <= s.at && s.at <= f.answeredAt!)).length
     }
