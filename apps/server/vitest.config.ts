@@ -1,14 +1,16 @@
 import { configDefaults, defineConfig } from "vitest/config"
 
 /**
- * PostgreSQL only, run when DATABASE_URL is set: tests of several replicas on one database (PGlite is one
- * process's), tests through a PgBouncer in front of the real PostgreSQL, and the refusals of a database URL.
+ * PostgreSQL only, run when DATABASE_URL is set: several replicas on one database (PGlite is one process's),
+ * servers through a PgBouncer in front of the real PostgreSQL, servers refused a standby or a multi-host URL,
+ * and a server on a Patroni cluster of its own across a failover.
  */
 const postgresOnly = [
   "test/OriginHoldReplicas.test.ts",
   "test/PgBouncerPipeline.test.ts",
   "test/PgBouncerSplitRoles.test.ts",
-  "test/DatabaseRefusals.test.ts"
+  "test/DatabaseRefusals.test.ts",
+  "test/Failover.test.ts"
 ]
 
 export default defineConfig({

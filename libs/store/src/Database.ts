@@ -10,6 +10,7 @@ import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import type { DataDirInUse } from "./DataDirLock.js"
+import { STANDBY_CHECK, StandbyConnection, standbyOf } from "./internal/pgFailures.js"
 import * as Notifier from "./Notifier.js"
 import * as PgliteClient from "./PgliteClient.js"
 import * as PostgresClient from "./PostgresClient.js"
@@ -82,12 +83,34 @@ export const layer = (
     onSome: (url) => layerPostgres({ url, poolSize: options.poolSize, sessionUrl: options.sessionUrl })
   })
 
-/** Readiness: one trivial statement, failing after `timeout` (2 s by default). */
+/**
+ * Why `/readyz` says not ready while a failover is under way: the pool
+ * reaches a read-only server (a demoted primary, a standby behind a balancer
+ * that has not moved yet), where `SELECT 1` would still succeed.
+ */
+export const READ_ONLY_STANDBY =
+  "The database is a read-only standby (a failover is under way?): writes fail until the primary is reached again, " +
+  "and the server resumes by itself; if this lasts, point DATABASE_URL at the primary."
+
+/**
+ * Readiness: whether the database takes writes, in one statement, failing
+ * after `timeout` (2 s by default) when it does not answer. Answers the
+ * reason it cannot take writes, if any: on PostgreSQL, a server in recovery
+ * or read-only (asked on a pooled connection, or found by the pool refusing a
+ * new connection that landed on one); PGlite runs a trivial statement.
+ */
 export const ping = (
   timeout: Duration.DurationInput = Duration.seconds(2)
-): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`).pipe(
-    Effect.asVoid,
+): Effect.Effect<Option.Option<string>, SqlError, SqlClient.SqlClient | DatabaseInfo> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const info = yield* DatabaseInfo
+    if (info.kind === "pglite") return yield* Effect.as(sql`SELECT 1`, Option.none<string>())
+    return yield* sql.unsafe<{ recovery: unknown; read_only: unknown }>(STANDBY_CHECK).pipe(
+      Effect.map((rows) => standbyOf(rows[0]) === undefined ? Option.none<string>() : Option.some(READ_ONLY_STANDBY)),
+      Effect.catchIf((error) => error.cause instanceof StandbyConnection, () => Effect.succeedSome(READ_ONLY_STANDBY))
+    )
+  }).pipe(
     Effect.timeoutFail({
       duration: timeout,
       onTimeout: () => new SqlError({ message: "The database did not answer in time" })

@@ -141,6 +141,10 @@ export const make = (
       }
     })
     pool.on("error", () => undefined)
+    // A connection the pool has handed out has no listener of the pool's until a statement attaches one: a
+    // socket closed in that moment (a balancer shutting sessions down at a failover) would be an uncaught
+    // 'error' that ends the process. Ignored here, it fails the next statement, which drops the connection.
+    pool.on("connect", (client) => client.on("error", () => undefined))
     yield* Effect.addFinalizer(() => Effect.promise(() => pool.end().catch(() => undefined)).pipe(Effect.timeoutOption(1_000)))
 
     // At start, the first connection: refused on a standby, failed when unreachable.

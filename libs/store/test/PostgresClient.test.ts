@@ -9,10 +9,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Eventually, PgBouncer, PostgresStandby, TcpSwitch } from "@crm-relay/testing"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Either, Fiber, Option, Redacted, Stream } from "effect"
 import * as Net from "node:net"
 import { randomBytes } from "node:crypto"
 import * as Pg from "pg"
+import * as Database from "../src/Database.js"
 import * as PostgresClient from "../src/PostgresClient.js"
 
 const base = process.env["DATABASE_URL"] ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -39,6 +41,13 @@ const admin = (url: string, text: string) =>
 
 const uniqueName = () => `crm-relay-test-${randomBytes(6).toString("hex")}`
 
+/** `/readyz`'s question to the database through `sql`: the reason it cannot take writes, if any. */
+const readOnlyReason = (sql: SqlClient.SqlClient) =>
+  Database.ping().pipe(
+    Effect.provideService(SqlClient.SqlClient, sql),
+    Effect.provideService(Database.DatabaseInfo, { kind: "postgres", location: "test" })
+  )
+
 /** Takes what `stream` emits into an array, in the background, for the scope. */
 const collect = (stream: Stream.Stream<string, SqlError>) =>
   Effect.gen(function*() {
@@ -54,8 +63,11 @@ describe("PostgresClient", () => {
       const schema = `x_${randomBytes(6).toString("hex")}`
       yield* Effect.addFinalizer(() => admin(base, `DROP SCHEMA IF EXISTS ${schema}`).pipe(Effect.ignore))
       const [before] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
+      expect(yield* readOnlyReason(sql)).toEqual(Option.none())
       // The pool's only connection turns read-only under it, as one still reaching a demoted primary does.
       yield* sql`SET default_transaction_read_only = on`
+      // "/readyz tells the truth throughout": a server that takes no write is not ready (`SELECT 1` would say it is).
+      expect(yield* readOnlyReason(sql)).toEqual(Option.some(Database.READ_ONLY_STANDBY))
       const refused = yield* Effect.either(sql`CREATE SCHEMA ${sql(schema)}`)
       expect(Either.isLeft(refused)).toBe(true)
       const error = Either.getLeft(refused).pipe(Option.getOrThrow)
@@ -129,6 +141,7 @@ describe("PostgresClient", () => {
         yield* sql`SELECT pg_notify('wake', 'before')`
         yield* Eventually.eventually(Effect.sync(() => heard.includes("before")))
 
+        expect(yield* readOnlyReason(sql)).toEqual(Option.none())
         front.switchTo(pair.standby.port)
         yield* front.cutAll
         for (let i = 0; i < 3; i++) {
@@ -136,6 +149,8 @@ describe("PostgresClient", () => {
           expect(PostgresClient.isTransient(failed)).toBe(true)
           expect(failed.message).toMatch(/read-only standby/)
         }
+        // "/readyz tells the truth throughout": on the standby it says why it is not ready, not that the database is gone.
+        expect(yield* readOnlyReason(sql)).toEqual(Option.some(Database.READ_ONLY_STANDBY))
         // The pool holds none of them: the standby has no connection of this client left open.
         yield* Eventually.eventually(
           admin(pair.standby.url(), `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = '${name}'`).pipe(

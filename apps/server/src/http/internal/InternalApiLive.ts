@@ -97,9 +97,13 @@ const HealthLive = HttpApiBuilder.group(InternalApi, "health", (handlers) =>
     const readiness = yield* Readiness
     const ping = Database.ping().pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.provideService(Database.DatabaseInfo, info),
       Effect.catchAll((error) => Effect.zipRight(Effect.logWarning("Not ready", error), new NotReady({ error: messages.notReady }))),
-      // The embedded database still answers reads on a full disk: the disk says whether it can take writes.
-      Effect.zipRight(Database.diskFull.pipe(Effect.provideService(Database.DatabaseInfo, info))),
+      // A standby answers reads (a failover under way); the embedded database still answers reads on a
+      // full disk, where the disk says whether it can take writes.
+      Effect.flatMap((readOnly) =>
+        Option.isSome(readOnly) ? Effect.succeed(readOnly) : Database.diskFull.pipe(Effect.provideService(Database.DatabaseInfo, info))
+      ),
       Effect.flatMap(Option.match({
         onNone: () => Effect.succeed({ status: "ready" as const, database: info.kind }),
         onSome: (reason) => Effect.zipRight(Effect.logWarning("Not ready", reason), new NotReady({ error: reason }))
