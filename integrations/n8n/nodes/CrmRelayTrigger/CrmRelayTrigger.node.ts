@@ -10,7 +10,7 @@ import { NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
 import { crmRelayApiTest } from '../CrmRelay/shared/CredentialTest';
 import { connection, eventApiRequest, expectShape, explain } from '../CrmRelay/shared/EventApi';
 import { signatureProblem } from '../CrmRelay/shared/Signature';
-import { deliverSample, NOT_READY, SAMPLE_HEADER } from './TestEvent';
+import { deliverSample, NOT_READY, SAMPLE_HEADER, sampleBody } from './TestEvent';
 
 /** What the node keeps in the workflow's static data between activations. */
 interface Kept extends IDataObject {
@@ -140,16 +140,20 @@ export class CrmRelayTrigger implements INodeType {
 				kept.subscriptionId = subscription.id;
 				kept.targetUrl = targetUrl;
 				kept.event = event;
-				// Listening for a test event (never an activation): the sample from perform-list, in the
-				// background, as n8n completes the test webhook's registration only once this returns.
+				// Listening for a test event (never an activation): the sample from perform-list, read now (the
+				// credential is readable only until this returns) and delivered in the background, as n8n completes
+				// the test webhook's registration only once this returns.
 				if (this.getMode() === 'manual' && this.getActivationMode() === 'manual') {
 					const { signingSecret } = await connection.call(this);
-					void deliverSample.call(this, {
-						kind: event === 'booking' ? 'booking' : 'lead',
-						targetUrl,
-						subscriptionId: subscription.id,
-						signingSecret,
-					});
+					const body = await sampleBody.call(this, event === 'booking' ? 'booking' : 'lead');
+					if (body !== undefined) {
+						void deliverSample.call(this, {
+							body,
+							targetUrl,
+							subscriptionId: subscription.id,
+							signingSecret,
+						});
+					}
 				}
 				return true;
 			},

@@ -35,7 +35,10 @@ const RETRY_EVERY_MS = 250;
 /** A bound against a hang: n8n's own test webhook times out after 2 minutes (at most 5 when asked). */
 const GIVE_UP_AFTER_MS = 6 * 60_000;
 
-type Kind = 'lead' | 'booking';
+/** Kind of a record. */
+export type Kind = 'lead' | 'booking';
+
+const WAITING = 'Listening goes on for a real event.';
 
 const isRecordList = (data: unknown): data is IDataObject[] =>
 	Array.isArray(data) &&
@@ -79,22 +82,12 @@ export const newestOfKind = (kind: Kind, records: IDataObject[]): IDataObject | 
 	);
 
 /**
- * Reads perform-list and delivers the newest record of `kind` to `targetUrl`
- * (this trigger's test webhook URL) until n8n takes it. Never throws: what it
- * could not do is logged, and the listening goes on waiting for a real event.
+ * The sample delivery's body: the newest record of `kind` in perform-list, as
+ * a delivery. Awaited inside `create`, because n8n releases the expression
+ * context `getCredentials` needs once `create` returns. Never throws: what it
+ * could not do is logged, and the listening waits for a real event.
  */
-export async function deliverSample(
-	this: IHookFunctions,
-	options: {
-		readonly kind: Kind;
-		readonly targetUrl: string;
-		readonly subscriptionId: string;
-		readonly signingSecret: string | undefined;
-	},
-): Promise<void> {
-	const { kind, targetUrl, subscriptionId, signingSecret } = options;
-	const waiting = 'Listening goes on for a real event.';
-	let body: Buffer;
+export async function sampleBody(this: IHookFunctions, kind: Kind): Promise<Buffer | undefined> {
 	try {
 		const path = '/perform-list';
 		const answer = await eventApiRequest.call(this, 'GET', path, {
@@ -110,14 +103,31 @@ export async function deliverSample(
 		);
 		const record = newestOfKind(kind, records);
 		if (record === undefined) {
-			this.logger.info(`crm-relay's perform-list holds no ${kind} yet: no sample to show. ${waiting}`);
-			return;
+			this.logger.info(`crm-relay's perform-list holds no ${kind} yet: no sample to show. ${WAITING}`);
+			return undefined;
 		}
-		body = Buffer.from(JSON.stringify(deliveryOf(kind, record)), 'utf8');
+		return Buffer.from(JSON.stringify(deliveryOf(kind, record)), 'utf8');
 	} catch (error) {
-		this.logger.warn(`No sample from crm-relay's perform-list: ${(error as Error).message} ${waiting}`);
-		return;
+		this.logger.warn(`No sample from crm-relay's perform-list: ${(error as Error).message} ${WAITING}`);
+		return undefined;
 	}
+}
+
+/**
+ * Delivers `body` to `targetUrl` (this trigger's test webhook URL) until n8n
+ * takes it; run in the background once `create` has returned, with no
+ * credential or parameter read. Never throws: what it could not do is logged.
+ */
+export async function deliverSample(
+	this: IHookFunctions,
+	options: {
+		readonly body: Buffer;
+		readonly targetUrl: string;
+		readonly subscriptionId: string;
+		readonly signingSecret: string | undefined;
+	},
+): Promise<void> {
+	const { body, targetUrl, subscriptionId, signingSecret } = options;
 	const deadline = Date.now() + GIVE_UP_AFTER_MS;
 	while (Date.now() < deadline) {
 		const request: IHttpRequestOptions = {
@@ -147,18 +157,17 @@ export async function deliverSample(
 			status = ((await this.helpers.httpRequest(request)) as { statusCode: number }).statusCode;
 		} catch (error) {
 			this.logger.warn(
-				`Could not deliver the sample from perform-list to n8n's own test URL ${targetUrl}: ${(error as Error).message}. n8n must reach its own webhook URL for the sample. ${waiting}`,
+				`Could not deliver the sample from perform-list to n8n's own test URL ${targetUrl}: ${(error as Error).message}. n8n must reach its own webhook URL for the sample. ${WAITING}`,
 			);
 			return;
 		}
 		if (status >= 200 && status <= 299) return;
 		if (status !== NOT_READY) {
 			// 404: n8n no longer listens (stopped or timed out); anything else is logged as it is.
-			if (status !== 404)
-				this.logger.warn(`n8n answered the sample with ${status}. ${waiting}`);
+			if (status !== 404) this.logger.warn(`n8n answered the sample with ${status}. ${WAITING}`);
 			return;
 		}
 		await sleep(RETRY_EVERY_MS);
 	}
-	this.logger.warn(`n8n did not take the sample within ${GIVE_UP_AFTER_MS / 60_000} minutes. ${waiting}`);
+	this.logger.warn(`n8n did not take the sample within ${GIVE_UP_AFTER_MS / 60_000} minutes. ${WAITING}`);
 }
