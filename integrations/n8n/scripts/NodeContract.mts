@@ -5,7 +5,7 @@
  * delivery — the same leaves the Zapier app's `outputFields` list, made by the
  * same walk of the Schema, as n8n paths (`contact.full_name`) — and the
  * contract's example delivery; the integration key's form; the preview's
- * `limit` bounds; the contract's sentence for a refused key. `npm run generate:n8n` writes it to
+ * `limit` bounds and the id of its synthetic example; the contract's sentence for a refused key. `npm run generate:n8n` writes it to
  * `nodes/CrmRelay/shared/contract.json`; a test regenerates it and compares.
  */
 import { Events } from "@crm-relay/contract"
@@ -24,7 +24,8 @@ export interface NodeField {
 export interface NodeContract {
   readonly "//": string
   readonly key: { readonly prefix: string; readonly pattern: string }
-  readonly preview: { readonly limitMin: number; readonly limitMax: number; readonly limitDefault: number }
+  /** The preview's `limit` bounds, and the id of the synthetic example it answers for an account without deliveries. */
+  readonly preview: { readonly limitMin: number; readonly limitMax: number; readonly limitDefault: number; readonly syntheticId: string }
   /** The contract's sentence for a 401 (the key is not valid), which the credential test shows. */
   readonly unauthorized: string
   readonly lead: { readonly fields: ReadonlyArray<NodeField>; readonly sample: unknown }
@@ -40,7 +41,7 @@ export const nodeContract = (): { readonly contract: NodeContract; readonly prob
     contract: {
       "//": "Generated from @crm-relay/contract by `npm run generate:n8n`; do not edit.",
       key: contract.key,
-      preview: { limitMin: Events.PERFORM_LIST_MIN, limitMax: Events.PERFORM_LIST_MAX, limitDefault: Events.PERFORM_LIST_DEFAULT },
+      preview: { limitMin: Events.PERFORM_LIST_MIN, limitMax: Events.PERFORM_LIST_MAX, limitDefault: Events.PERFORM_LIST_DEFAULT, syntheticId: Events.SAMPLE_PREVIEW.id },
       unauthorized: Option.getOrThrow(SchemaAST.getDescriptionAnnotation(Events.Unauthorized.wire.ast)),
       lead: { fields: fields("lead"), sample: contract.lead.sample },
       booking: { fields: fields("booking"), sample: contract.booking.sample }

@@ -26,6 +26,7 @@ interface Subscription {
 interface Execution {
   readonly id: string
   readonly status: string
+  readonly mode: string
   readonly data?: { readonly resultData: { readonly runData: Record<string, Array<{ data: { main: Array<Array<{ json: Record<string, unknown> }>> } }>> } }
 }
 
@@ -68,18 +69,20 @@ const leafPaths = (value: unknown, prefix: ReadonlyArray<string> = []): Array<st
     ? Object.entries(value).flatMap(([key, child]) => leafPaths(child, [...prefix, key]))
     : [prefix.join(".")]
 
-const subscriptions = Effect.gen(function*() {
-  const { crm } = yield* Harness
-  const answer = yield* crm.admin("GET", `/v1/accounts/${crm.accountId}/subscriptions`)
-  expect(answer.status, answer.text).toBe(200)
-  return (answer.json as { subscriptions: Array<Subscription> }).subscriptions
-})
+// The subscriptions of the harness's account, or of `accountId`.
+const subscriptions = (accountId?: string) =>
+  Effect.gen(function*() {
+    const { crm } = yield* Harness
+    const answer = yield* crm.admin("GET", `/v1/accounts/${accountId ?? crm.accountId}/subscriptions`)
+    expect(answer.status, answer.text).toBe(200)
+    return (answer.json as { subscriptions: Array<Subscription> }).subscriptions
+  })
 
-const subscriptionTo = (target: string) =>
-  until(`a subscription to ${target}`, Effect.map(subscriptions, (all) => Option.fromNullable(all.find((s) => s.target === target))))
+const subscriptionTo = (target: string, accountId?: string) =>
+  until(`a subscription to ${target}`, Effect.map(subscriptions(accountId), (all) => Option.fromNullable(all.find((s) => s.target === target))))
 
-const noSubscriptionTo = (target: string) =>
-  until(`the removal of the subscription to ${target}`, Effect.map(subscriptions, (all) => (all.some((s) => s.target === target) ? Option.none() : Option.some(true))))
+const noSubscriptionTo = (target: string, accountId?: string) =>
+  until(`the removal of the subscription to ${target}`, Effect.map(subscriptions(accountId), (all) => (all.some((s) => s.target === target) ? Option.none() : Option.some(true))))
 
 const api = (method: string, path: string, body?: unknown) =>
   Effect.flatMap(Harness, ({ n8n }) => Effect.orDie(n8n.api(method, path, body)))
@@ -190,26 +193,79 @@ layer(harness, { excludeTestServices: true, timeout: 900_000 })("n8n-nodes-crm-r
       expect(yield* postOutcome(`call-n8n-off-${randomUUID()}`, outcome(crm.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 0 })
     }))
 
-  it.effect("listen for test event: the editor's manual run subscribes n8n's test webhook URL; the first event runs the workflow once and the test subscription is removed", () =>
+  it.effect("listen for test event with records in GET /perform-list: the newest lead arrives at once as the test event, shaped as a delivery, with no call outcome posted; the test subscription is then removed; activating never sends a sample", () =>
     Effect.gen(function*() {
       const { crm, n8n } = yield* Harness
+      // Signed with the account's signing secret, the sample passes the same check as a delivery.
       const credential = yield* credentialFor({ baseUrl: crm.publicUrl, apiKey: crm.key, signingSecret: crm.signingSecret })
+      const previewList = Effect.map(
+        Effect.orDie(n8n.get(`${crm.publicUrl}/perform-list?limit=${contract.preview.limitMax}`, { authorization: `Bearer ${crm.key}` })),
+        (answer) => answer.json as Array<{ id: string; call_id: string; source: string; contact: { external_id: string }; job_type: string; summary: string; booked: boolean }>
+      )
+      const before = yield* previewList
+      // The earlier test delivered a lead: the preview's newest unbooked record is the sample to come.
+      const newest = before.find((r) => !r.booked && r.id !== contract.preview.syntheticId)
+      expect(newest).toBeDefined()
+
       const webhookId = randomUUID()
-      const workflow = yield* created("POST", "/workflows", triggerWorkflow({ credentialId: credential.id, event: "lead", webhookId, name: "Trying the trigger" }))
+      const workflow = yield* created("POST", "/workflows", triggerWorkflow({ credentialId: credential.id, event: "lead", webhookId, name: "Trying the trigger on a busy account" }))
+      // "The editor's 'listen for test event' uses the test webhook URL, and the sample data comes from perform-list."
+      const run = yield* n8n.rest("POST", `/workflows/${workflow.id}/run`, { triggerToStartFrom: { name: "CRM Relay Trigger" } })
+      expect(run.status, run.text).toBe(200)
+      expect(run.json).toEqual({ data: { waitingForWebhook: true } })
+      const execution = yield* until("the manual execution of the sample", Effect.map(executions(workflow.id), (all) => Option.fromNullable(all.find((e) => e.status === "success"))), { within: "3 minutes" })
+      expect(execution.mode).toBe("manual")
+      const item = itemOf(execution, "CRM Relay Trigger") as Record<string, unknown> & { contact: Record<string, unknown> }
+      // The record's values, in the shape of a real delivery's item: every field of a lead delivery,
+      // those a preview does not carry (names, phones, emails, created_at) empty rather than invented.
+      expect(item).toMatchObject({ ...newest, contact: { ...newest?.contact }, event: "lead", booked: false })
+      expect(leafPaths(item).sort()).toEqual(contract.lead.fields.map((f) => f.path).sort())
+      expect(item.contact).toMatchObject({ full_name: "", phones: [], emails: [] })
+      expect(itemOf(execution, "Take the lead")).toEqual(item)
+      // n8n takes one test event, then removes its test webhook: the node unsubscribes the test URL.
+      yield* noSubscriptionTo(`${n8n.url}/webhook-test/${webhookId}/webhook`)
+      expect((yield* executions(workflow.id)).length).toBe(1)
+      // No call outcome was posted during the listen: the account's preview is what it was.
+      expect(yield* previewList).toEqual(before)
+
+      // Never in production: activating subscribes the production URL and sends no sample; only a real event runs.
+      yield* created("POST", `/workflows/${workflow.id}/activate`)
+      const target = `${n8n.url}/webhook/${webhookId}/webhook`
+      yield* subscriptionTo(target)
+      const callId = `call-n8n-after-sample-${randomUUID()}`
+      expect(yield* postOutcome(callId, outcome(crm.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 1 })
+      yield* until("the production execution of the delivered lead", Effect.map(executions(workflow.id), (all) => Option.fromNullable(all.find((e) => e.mode !== "manual" && e.status === "success"))))
+      const production = (yield* executions(workflow.id)).filter((e) => e.mode !== "manual")
+      expect(production.map((e) => itemOf(e, "CRM Relay Trigger")?.["call_id"])).toEqual([callId])
+      yield* created("POST", `/workflows/${workflow.id}/deactivate`)
+      yield* noSubscriptionTo(target)
+    }).pipe(Effect.tapDefect(() => Effect.flatMap(Harness, ({ n8n }) => Effect.sync(() => console.error(`n8n said:\n${n8n.lines(/crm-relay|sample|perform-list|CRM Relay|webhook/i)}`))))))
+
+  it.effect("listen for test event with no record of the kind in GET /perform-list (its synthetic example only): the test URL is subscribed and waits; the first real event runs the workflow once and the test subscription is removed", () =>
+    Effect.gen(function*() {
+      const { crm, n8n } = yield* Harness
+      const fresh = yield* crm.newAccount("n8n account without deliveries")
+      const credential = yield* credentialFor({ baseUrl: crm.publicUrl, apiKey: fresh.key, signingSecret: fresh.signingSecret })
+      const webhookId = randomUUID()
+      const workflow = yield* created("POST", "/workflows", triggerWorkflow({ credentialId: credential.id, event: "lead", webhookId, name: "Trying the trigger on a new account" }))
       // What the editor's "Execute workflow" (listen for test event) sends.
       const run = yield* n8n.rest("POST", `/workflows/${workflow.id}/run`, { triggerToStartFrom: { name: "CRM Relay Trigger" } })
       expect(run.status, run.text).toBe(200)
       expect(run.json).toEqual({ data: { waitingForWebhook: true } })
       const testTarget = `${n8n.url}/webhook-test/${webhookId}/webhook`
-      expect((yield* subscriptionTo(testTarget)).event).toBe("lead")
+      expect((yield* subscriptionTo(testTarget, fresh.accountId)).event).toBe("lead")
+      // The node has read perform-list and found nothing to send: only then is a real event made.
+      yield* until("the node's reading of an empty preview", Effect.sync(() => (n8n.printed("perform-list holds no lead yet") ? Option.some(true) : Option.none())), { within: "3 minutes" })
 
       const callId = `call-n8n-test-event-${randomUUID()}`
-      expect(yield* postOutcome(callId, outcome(crm.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 1 })
+      expect(yield* postOutcome(callId, outcome(fresh.accountId, "lead"))).toMatchObject({ route: "event", deliveries: 1 })
       const execution = yield* until("the manual execution of the test event", Effect.map(executions(workflow.id), (all) => Option.fromNullable(all.find((e) => e.status === "success"))))
-      expect(itemOf(execution, "CRM Relay Trigger")).toMatchObject({ event: "lead", call_id: callId })
+      expect(execution.mode).toBe("manual")
+      // The real delivery, names and all.
+      expect(itemOf(execution, "CRM Relay Trigger")).toMatchObject({ event: "lead", call_id: callId, contact: { full_name: "Dana Whitfield" } })
       // n8n takes one test event, then removes its test webhook: the node unsubscribes it.
-      yield* noSubscriptionTo(testTarget)
-    }))
+      yield* noSubscriptionTo(testTarget, fresh.accountId)
+    }).pipe(Effect.tapDefect(() => Effect.flatMap(Harness, ({ n8n }) => Effect.sync(() => console.error(`n8n said:\n${n8n.lines(/crm-relay|sample|perform-list|CRM Relay|webhook/i)}`))))))
 
   it.effect("a subscription removed on crm-relay's side: deactivating takes the 404 as already gone, and activating again subscribes anew", () =>
     Effect.gen(function*() {

@@ -10,6 +10,7 @@ import { NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
 import { crmRelayApiTest } from '../CrmRelay/shared/CredentialTest';
 import { connection, eventApiRequest, expectShape, explain } from '../CrmRelay/shared/EventApi';
 import { signatureProblem } from '../CrmRelay/shared/Signature';
+import { deliverSample, NOT_READY, SAMPLE_HEADER, sampleBody } from './TestEvent';
 
 /** What the node keeps in the workflow's static data between activations. */
 interface Kept extends IDataObject {
@@ -30,7 +31,10 @@ const isSubscription = (data: unknown): data is { id: string } =>
  * `DELETE /subscribe/{id}` (a 404 means it is already gone). Each delivery is
  * one item: the event's fields as crm-relay sends them. With the credential's
  * signing secret, a delivery whose Standard Webhooks signature or timestamp
- * does not verify is answered 401 and starts no execution.
+ * does not verify is answered 401 and starts no execution. Listening for a
+ * test event (n8n's manual mode) subscribes the test URL and delivers the
+ * newest record of the chosen kind from `GET /perform-list` to it at once
+ * (`TestEvent.ts`); with none, it waits for a real event.
  */
 export class CrmRelayTrigger implements INodeType {
 	description: INodeTypeDescription = {
@@ -65,7 +69,7 @@ export class CrmRelayTrigger implements INodeType {
 			header: 'Waiting for crm-relay to push an event',
 			executionsHelp: {
 				inactive:
-					"Listening subscribes n8n's test URL to the account's events until the first one arrives; end a test call (or post a call outcome) to send one. The CRM Relay node's Get Recent Records shows sample records without a call. Activate the workflow to subscribe its production URL.",
+					"Listening subscribes n8n's test URL to the account's events and at once sends it the newest lead (or booking) of the account's preview (GET /perform-list) as the test event: its ids, source and booked are real, names, phones and emails stay empty, as a preview carries none. With none yet, it waits for the first real event; end a test call (or post a call outcome) to send one. Activate the workflow to subscribe its production URL.",
 				active:
 					"The workflow is active: crm-relay pushes each new event to n8n's production URL, and every one starts an execution. If the hook was removed in the Integrations area, deactivate and activate the workflow to subscribe again.",
 			},
@@ -136,6 +140,21 @@ export class CrmRelayTrigger implements INodeType {
 				kept.subscriptionId = subscription.id;
 				kept.targetUrl = targetUrl;
 				kept.event = event;
+				// Listening for a test event (never an activation): the sample from perform-list, read now (the
+				// credential is readable only until this returns) and delivered in the background, as n8n completes
+				// the test webhook's registration only once this returns.
+				if (this.getMode() === 'manual' && this.getActivationMode() === 'manual') {
+					const { signingSecret } = await connection.call(this);
+					const body = await sampleBody.call(this, event === 'booking' ? 'booking' : 'lead');
+					if (body !== undefined) {
+						void deliverSample.call(this, {
+							body,
+							targetUrl,
+							subscriptionId: subscription.id,
+							signingSecret,
+						});
+					}
+				}
 				return true;
 			},
 
@@ -178,6 +197,17 @@ export class CrmRelayTrigger implements INodeType {
 				this.getResponseObject()
 					.status(401)
 					.json({ error: `${problem} The delivery was not accepted.` });
+				return { noWebhookResponse: true };
+			}
+		}
+		const sampleFor = this.getHeaderData()[SAMPLE_HEADER];
+		if (this.getMode() === 'manual' && typeof sampleFor === 'string') {
+			// The sample of a test listen: taken only once n8n's registration holds the subscription it belongs to.
+			const kept = this.getWorkflowStaticData('node') as Kept;
+			if (kept.subscriptionId !== sampleFor) {
+				this.getResponseObject()
+					.status(NOT_READY)
+					.json({ error: 'n8n is still registering this test webhook: send the sample again.' });
 				return { noWebhookResponse: true };
 			}
 		}

@@ -15,6 +15,13 @@ import * as Path from "node:path"
 import { type Answer, request } from "./Https.mjs"
 import * as N8nServer from "./N8nServer.mjs"
 
+/** A live account without a bridge (its events go out at once), its integration key and signing secret. */
+export interface Account {
+  readonly accountId: string
+  readonly key: string
+  readonly signingSecret: string
+}
+
 /** The running crm-relay and n8n. */
 export class Harness extends Context.Tag("test/n8n/Harness")<Harness, {
   readonly crm: {
@@ -23,6 +30,8 @@ export class Harness extends Context.Tag("test/n8n/Harness")<Harness, {
     readonly accountId: string
     readonly key: string
     readonly signingSecret: string
+    /** Another live account, its key and signing secret: one with no deliveries yet. */
+    readonly newAccount: (name: string) => Effect.Effect<Account>
     /** A call to the internal API with the server's admin token. */
     readonly admin: (method: string, path: string, body?: unknown) => Effect.Effect<Answer>
   }
@@ -45,11 +54,15 @@ const crmRelay = (dir: string, caFile: string) =>
     }))
     const admin = (method: string, path: string, body?: unknown) =>
       request(method, `${server.adminUrl}${path}`, { body, headers: { authorization: `Bearer ${server.adminToken}` } }).pipe(Effect.orDie)
-    const created = yield* admin("POST", "/v1/accounts", { name: "n8n test account", mode: "live" })
-    const accountId = (created.json as { id: string }).id
-    const { key } = (yield* admin("POST", `/v1/accounts/${accountId}/keys`)).json as { key: string }
-    const { secret } = (yield* admin("GET", `/v1/accounts/${accountId}/signing-secret`)).json as { secret: string }
-    return { publicUrl: server.publicUrl, accountId, key, signingSecret: secret, admin }
+    const newAccount = (name: string) =>
+      Effect.gen(function*() {
+        const created = yield* admin("POST", "/v1/accounts", { name, mode: "live" })
+        const accountId = (created.json as { id: string }).id
+        const { key } = (yield* admin("POST", `/v1/accounts/${accountId}/keys`)).json as { key: string }
+        const { secret } = (yield* admin("GET", `/v1/accounts/${accountId}/signing-secret`)).json as { secret: string }
+        return { accountId, key, signingSecret: secret }
+      })
+    return { publicUrl: server.publicUrl, ...(yield* newAccount("n8n test account")), newAccount, admin }
   })
 
 /** crm-relay and n8n, for the scope of a test file (started side by side). */

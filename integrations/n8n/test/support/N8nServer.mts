@@ -41,6 +41,10 @@ export interface N8n {
   readonly get: (url: string, headers?: Record<string, string>) => Effect.Effect<Answer, Error>
   /** What n8n printed lately. */
   readonly tail: () => string
+  /** Whether n8n has printed `text` since it started (its nodes' log lines included). */
+  readonly printed: (text: string) => boolean
+  /** The lines n8n has printed that match `pattern`: what a failed test shows of n8n's side. */
+  readonly lines: (pattern: RegExp) => string
 }
 
 // Packs the package as npm would publish it and unpacks it where a manual install puts it
@@ -67,6 +71,10 @@ export const start = (dir: string, ca: Certificate.CertificateAuthority) =>
     Fs.writeFileSync(Path.join(dir, "n8n-cert.pem"), tls.cert)
     const home = Path.join(dir, "n8n-home")
     yield* installInto(Path.join(home, ".n8n", "nodes"))
+    // n8n trusts the test's CA as a real n8n trusts the public CA that signed its certificate: the
+    // trigger delivers a test listen's sample to n8n's own test webhook URL.
+    const caFile = Path.join(dir, "n8n-ca.pem")
+    Fs.writeFileSync(caFile, ca.cert)
     const [port, brokerPort] = [yield* BrokerProcess.freePort, yield* BrokerProcess.freePort]
     const url = `https://127.0.0.1:${port}`
     const child = yield* Effect.acquireRelease(
@@ -81,6 +89,7 @@ export const start = (dir: string, ca: Certificate.CertificateAuthority) =>
           N8N_HOST: "127.0.0.1",
           N8N_PORT: String(port),
           N8N_PROTOCOL: "https",
+          NODE_EXTRA_CA_CERTS: caFile,
           N8N_SSL_KEY: Path.join(dir, "n8n-key.pem"),
           N8N_SSL_CERT: Path.join(dir, "n8n-cert.pem"),
           N8N_WEBHOOK_URL: `${url}/`,
@@ -99,6 +108,10 @@ export const start = (dir: string, ca: Certificate.CertificateAuthority) =>
       }),
       (child) => BrokerProcess.stop(child)
     )
+    let printed = ""
+    const keep = (chunk: Buffer) => (printed += chunk.toString())
+    child.process.stdout?.on("data", keep)
+    child.process.stderr?.on("data", keep)
     const ready = request("GET", `${url}/healthz/readiness`, { ca: ca.cert }).pipe(
       Effect.map((answer) => answer.status === 200),
       Effect.orElseSucceed(() => false)
@@ -132,5 +145,5 @@ export const start = (dir: string, ca: Certificate.CertificateAuthority) =>
       )
     const post = (target: string, raw: string, headers: Record<string, string>) => request("POST", target, { ca: ca.cert, raw, headers })
     const get = (target: string, headers: Record<string, string> = {}) => request("GET", target, { ca: ca.cert, headers })
-    return { url, ca: ca.cert, rest: (method: string, path: string, body?: unknown) => rest(method, path, body, cookie), api, post, get, tail: child.tail } satisfies N8n
+    return { url, ca: ca.cert, rest: (method: string, path: string, body?: unknown) => rest(method, path, body, cookie), api, post, get, tail: child.tail, printed: (text: string) => printed.includes(text), lines: (pattern: RegExp) => printed.split("\n").filter((line) => pattern.test(line)).slice(-40).join("\n") } satisfies N8n
   })

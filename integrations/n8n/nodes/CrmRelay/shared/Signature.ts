@@ -11,6 +11,27 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 /** How far a delivery's timestamp may be from now, as the Standard Webhooks libraries allow. */
 export const TOLERANCE_SECONDS = 5 * 60;
 
+/** The HMAC-SHA256 of `id.timestamp.body` under a `whsec_` secret: the value a `v1,` signature carries. */
+const hmac = (secret: string, id: string, timestamp: string, body: Buffer): Buffer =>
+	createHmac('sha256', Buffer.from(secret.slice('whsec_'.length), 'base64'))
+		.update(Buffer.concat([Buffer.from(`${id}.${timestamp}.`, 'utf8'), body]))
+		.digest();
+
+/** The three Standard Webhooks headers of `body`, signed now with `secret`, as crm-relay sends them. */
+export const signedHeaders = (options: {
+	readonly secret: string;
+	readonly id: string;
+	readonly body: Buffer;
+	readonly nowSeconds: number;
+}): Record<string, string> => {
+	const timestamp = String(options.nowSeconds);
+	return {
+		'webhook-id': options.id,
+		'webhook-timestamp': timestamp,
+		'webhook-signature': `v1,${hmac(options.secret, options.id, timestamp, options.body).toString('base64')}`,
+	};
+};
+
 /** Why a delivery does not verify, or undefined when it does. */
 export const signatureProblem = (options: {
 	readonly secret: string;
@@ -34,10 +55,7 @@ export const signatureProblem = (options: {
 	if (Math.abs(options.nowSeconds - seconds) > TOLERANCE_SECONDS) {
 		return `The delivery's webhook-timestamp is more than ${TOLERANCE_SECONDS} s from now: it is stale or replayed (or this machine's clock is off).`;
 	}
-	const key = Buffer.from(options.secret.slice('whsec_'.length), 'base64');
-	const expected = createHmac('sha256', key)
-		.update(Buffer.concat([Buffer.from(`${id}.${timestamp}.`, 'utf8'), options.body]))
-		.digest();
+	const expected = hmac(options.secret, id, timestamp, options.body);
 	for (const candidate of signatures.split(' ')) {
 		const [version, value] = candidate.split(',', 2);
 		if (version !== 'v1' || value === undefined) continue;
