@@ -1,5 +1,4 @@
 import type {
-	IDataObject,
 	IExecuteFunctions,
 	INodeExecutionData,
 	INodeType,
@@ -7,18 +6,8 @@ import type {
 } from 'n8n-workflow';
 import { NodeConnectionTypes, NodeOperationError } from 'n8n-workflow';
 import { crmRelayApiTest } from './shared/CredentialTest';
-import { eventApiRequest, expectShape, explain } from './shared/EventApi';
+import { recentRecords } from './shared/EventApi';
 import contract from './shared/contract.json';
-
-/** A preview record of `GET /perform-list` (the contract's PreviewRecord). */
-const isPreviewList = (data: unknown): data is IDataObject[] =>
-	Array.isArray(data) &&
-	data.every(
-		(record) =>
-			typeof record === 'object' &&
-			record !== null &&
-			typeof (record as IDataObject).id === 'string',
-	);
 
 /**
  * The Event API's preview for workflows that poll or backfill: "Get recent
@@ -125,16 +114,7 @@ export class CrmRelay implements INodeType {
 						{ itemIndex },
 					);
 				}
-				const path = '/perform-list';
-				const answer = await eventApiRequest.call(this, 'GET', path, { qs: { limit } });
-				const records = expectShape(
-					this,
-					'GET',
-					path,
-					explain.call(this, 'GET', path, answer),
-					isPreviewList,
-					'a list of preview records',
-				);
+				const records = await recentRecords.call(this, limit);
 				for (const record of records) {
 					if (onlyBooked && record.booked !== true) continue;
 					returnData.push({ json: record, pairedItem: { item: itemIndex } });

@@ -19,7 +19,7 @@
 import type { IDataObject, IHookFunctions, IHttpRequestOptions } from 'n8n-workflow';
 import { sleep } from 'n8n-workflow';
 import { randomUUID } from 'node:crypto';
-import { eventApiRequest, expectShape, explain } from '../CrmRelay/shared/EventApi';
+import { recentRecords } from '../CrmRelay/shared/EventApi';
 import { signedHeaders } from '../CrmRelay/shared/Signature';
 import contract from '../CrmRelay/shared/contract.json';
 
@@ -39,15 +39,6 @@ const GIVE_UP_AFTER_MS = 6 * 60_000;
 export type Kind = 'lead' | 'booking';
 
 const WAITING = 'Listening goes on for a real event.';
-
-const isRecordList = (data: unknown): data is IDataObject[] =>
-	Array.isArray(data) &&
-	data.every(
-		(record) =>
-			typeof record === 'object' &&
-			record !== null &&
-			typeof (record as IDataObject).id === 'string',
-	);
 
 /** The empty value of a delivery field the preview does not carry. */
 const empty = (field: { readonly type: string; readonly list?: boolean }): unknown =>
@@ -89,18 +80,7 @@ export const newestOfKind = (kind: Kind, records: IDataObject[]): IDataObject | 
  */
 export async function sampleBody(this: IHookFunctions, kind: Kind): Promise<Buffer | undefined> {
 	try {
-		const path = '/perform-list';
-		const answer = await eventApiRequest.call(this, 'GET', path, {
-			qs: { limit: contract.preview.limitMax },
-		});
-		const records = expectShape(
-			this,
-			'GET',
-			path,
-			explain.call(this, 'GET', path, answer),
-			isRecordList,
-			'a list of preview records',
-		);
+		const records = await recentRecords.call(this, contract.preview.limitMax);
 		const record = newestOfKind(kind, records);
 		if (record === undefined) {
 			this.logger.info(`crm-relay's perform-list holds no ${kind} yet: no sample to show. ${WAITING}`);

@@ -177,3 +177,27 @@ export function expectShape<T>(
 		`The base URL answered ${method} ${path} but not with ${what}: it is not the crm-relay Event API. Use the address of the Event API (its public port).`,
 	);
 }
+
+/** A list of preview records (the contract's PreviewRecord: an object with a string `id`). */
+const isPreviewList = (data: unknown): data is IDataObject[] =>
+	Array.isArray(data) &&
+	data.every(
+		(record) =>
+			typeof record === 'object' &&
+			record !== null &&
+			typeof (record as IDataObject).id === 'string',
+	);
+
+/** `GET /perform-list` with its `limit`: the account's recent records, newest first, or a NodeOperationError that says why not. */
+export async function recentRecords(this: RequestContext, limit: number): Promise<IDataObject[]> {
+	const path = '/perform-list';
+	const answer = await eventApiRequest.call(this, 'GET', path, { qs: { limit } });
+	return expectShape(
+		this,
+		'GET',
+		path,
+		explain.call(this, 'GET', path, answer),
+		isPreviewList,
+		'a list of preview records',
+	);
+}
