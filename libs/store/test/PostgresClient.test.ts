@@ -73,6 +73,8 @@ describe("PostgresClient", () => {
       const error = Either.getLeft(refused).pipe(Option.getOrThrow)
       expect((error.cause as { code?: string }).code).toBe("25006")
       expect(PostgresClient.isTransient(error)).toBe(true)
+      // The message a 502's log line carries says why, so a failover reads in the logs as what it is.
+      expect(error.message).toMatch(/read-only standby.*\(SQLSTATE 25006: cannot execute CREATE SCHEMA in a read-only transaction\)$/)
       const [after] = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
       expect(after!.pid).not.toBe(before!.pid)
       yield* sql`CREATE SCHEMA ${sql(schema)}`

@@ -62,9 +62,20 @@ export const standbyOf = (row: { recovery?: unknown; read_only?: unknown } | und
 /** The message of an error that dropped its connection: the work may be retried at once. */
 const TRANSIENT = "The database connection was dropped (lost, or on a read-only standby after a failover); retry"
 
-/** A `SqlError` for `cause` from statement `what`, saying when the connection was dropped (transient). */
+/** What the server answered (its SQLSTATE and message) or what broke (a socket's error), for logs. */
+const reason = (cause: unknown): string => {
+  const code = sqlState(cause)
+  const message = cause instanceof Error ? cause.message : String(cause)
+  return code !== undefined ? `SQLSTATE ${code}: ${message}` : message
+}
+
+/**
+ * A `SqlError` for `cause` from statement `what`, saying when the connection was dropped (transient)
+ * and why: a 502's log line after a failover reads "SQLSTATE 25006: cannot execute INSERT in a
+ * read-only transaction", not only that something failed.
+ */
 export const sqlError = (cause: unknown, what: string): SqlError =>
-  new SqlError({ cause, message: dropsConnection(cause) ? `${TRANSIENT}: ${what}` : what })
+  new SqlError({ cause, message: `${dropsConnection(cause) ? `${TRANSIENT}: ${what}` : what} (${reason(cause)})` })
 
 /**
  * True when `error` came from a connection that was dropped (a socket
