@@ -13,7 +13,7 @@
  * CommonJS build, WebAssembly and data) are its assets.
  */
 import * as esbuild from "esbuild"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as Fs from "node:fs"
 import * as Module from "node:module"
@@ -34,19 +34,25 @@ const started = Date.now()
 Fs.rmSync(out, { recursive: true, force: true })
 Fs.mkdirSync(work, { recursive: true })
 
-// The launcher, one CommonJS script (what Node's single-executable support runs).
-const launcher = Path.join(work, "launcher.cjs")
-await esbuild.build({
-  absWorkingDir: root,
-  entryPoints: ["src/executable/Launcher.ts"],
-  outfile: launcher,
-  bundle: true,
-  platform: "node",
-  target: "node24",
-  format: "cjs",
-  minifySyntax: true,
-  logLevel: "warning"
-})
+/**
+ * The launcher, one CommonJS script (what Node's single-executable support runs). `cliCodeCacheOut` makes the
+ * launcher of the first, unshipped executable: it writes the compiled code of cli.js there when its command is done.
+ */
+const bundleLauncher = async (outfile: string, cliCodeCacheOut?: string): Promise<string> => {
+  await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: ["src/executable/Launcher.ts"],
+    outfile,
+    bundle: true,
+    platform: "node",
+    target: "node24",
+    format: "cjs",
+    minifySyntax: true,
+    define: { CLI_CODE_CACHE_OUT: cliCodeCacheOut === undefined ? "undefined" : JSON.stringify(cliCodeCacheOut) },
+    logLevel: "warning"
+  })
+  return outfile
+}
 
 // PGlite's CommonJS build, whose `import()`s of Node's modules (a script compiled by the launcher has no module
 // loader) call the launcher's `__crmRelayImport` instead.
@@ -80,16 +86,39 @@ const addTree = (dir: string, prefix: string, keep: (name: string) => boolean): 
 addTree(Path.join(dist, "vendor"), "vendor/", (name) => name.endsWith(".cjs"))
 addTree(Path.join(dist, "portal"), "portal/", (name) => !name.endsWith(".map"))
 
-const blob = Path.join(work, "sea-prep.blob")
-const seaConfig = Path.join(work, "sea-config.json")
-Fs.writeFileSync(seaConfig, JSON.stringify({ main: launcher, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2))
-// The Node that runs this script is the pinned one (npm puts node_modules/.bin first on PATH): it makes the blob and is the executable's body.
-execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { cwd: work, stdio: "inherit" })
-const executable = Path.join(work, "crm-relay")
-Fs.copyFileSync(process.execPath, executable)
-Fs.chmodSync(executable, 0o755)
+/** A single executable at `executable` running `main` with `assets`: this Node (the pinned one: npm puts node_modules/.bin first on PATH) makes the blob and is its body. */
 const postject = Path.join(Path.dirname(requireHere.resolve("postject/package.json")), "dist", "cli.js")
-execFileSync(process.execPath, [postject, executable, "NODE_SEA_BLOB", blob, "--sentinel-fuse", "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"], { stdio: "ignore" })
+const seaExecutable = (main: string, executable: string): void => {
+  const blob = Path.join(work, "sea-prep.blob")
+  const seaConfig = Path.join(work, "sea-config.json")
+  Fs.writeFileSync(seaConfig, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2))
+  execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { cwd: work, stdio: "inherit" })
+  Fs.copyFileSync(process.execPath, executable)
+  Fs.chmodSync(executable, 0o755)
+  execFileSync(process.execPath, [postject, executable, "NODE_SEA_BLOB", blob, "--sentinel-fuse", "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"], { stdio: "ignore" })
+  Fs.rmSync(blob)
+}
+/** `executable --help` with none of this shell's Node settings (NODE_OPTIONS's V8 flags would make a cache V8 refuses under the defaults); its stderr. */
+const help = (executable: string, env: Record<string, string> = {}): string => {
+  const ran = spawnSync(executable, ["--help"], { cwd: work, env: { PATH: process.env["PATH"] ?? "", ...env }, encoding: "utf8", stdio: ["ignore", "ignore", "pipe"] })
+  if (ran.status !== 0) throw new Error(`${Path.basename(executable)} --help failed (${ran.status ?? ran.signal}):\n${ran.stderr}`)
+  return ran.stderr
+}
+
+// The compiled code of every command's script (cli.js), carried: without it each command compiles the script whole
+// before it runs (`crm-relay --help` took 1.6× the built binary's time, whose modules Node's compile cache keeps).
+// V8 accepts a cache only from its own version under the same flags, so the executable makes it: a first one runs
+// `--help` and writes the code of cli.js, what it compiled while it ran included; the second carries it.
+const cliCodeCache = Path.join(work, "cli.js.v8")
+seaExecutable(await bundleLauncher(Path.join(work, "producer.cjs"), cliCodeCache), Path.join(work, "producer"))
+help(Path.join(work, "producer"))
+Fs.rmSync(Path.join(work, "producer"))
+assets["cli.js.v8"] = cliCodeCache
+const executable = Path.join(work, "crm-relay")
+seaExecutable(await bundleLauncher(Path.join(work, "launcher.cjs")), executable)
+// The executable's own check that V8 takes what it carries (a release whose commands compile from scratch is a slow one).
+const told = help(executable, { NODE_DEBUG: "crm-relay" })
+if (!told.includes("code cache cli.js.v8: accepted")) throw new Error(`the executable refuses its code cache of cli.js:\n${told}`)
 
 // The tarball: one folder with the executable and a short README; reproducible (no owner, time or order of the machine).
 const name = `crm-relay-${version}-linux-x64`

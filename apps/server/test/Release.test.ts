@@ -4,7 +4,8 @@
  * that has no Node, as an unprivileged user. Every command, the server on
  * its embedded database (and on PostgreSQL when DATABASE_URL is set) with a
  * call delivered to a loopback HTTPS receiver, and the refusals an operator
- * meets first: a DATA_DIR it cannot write, a port already taken.
+ * meets first: a DATA_DIR it cannot write, a port already taken. Its
+ * commands run on the compiled code the release made of their script.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { TestDatabase } from "@crm-relay/store"
@@ -66,6 +67,24 @@ describe("the release's executable (npm run release)", () => {
     expect(component("@electric-sql/pglite")).toMatchObject({ purl: "pkg:npm/%40electric-sql/pglite@0.5.14", licenses: [{ expression: "Apache-2.0" }] })
     // Only what the executable carries: no build tool, no test library.
     for (const absent of ["esbuild", "vitest", "typescript", "postject"]) expect(component(absent)).toBeUndefined()
+  }), PROCESS_TEST_TIMEOUT)
+
+  it.scopedLive("carries the compiled code of its commands' script, which V8 takes; one V8 refuses (another V8 flag) is ignored, and nothing is written", () => Effect.gen(function*() {
+    yield* release
+    const folder = yield* tempDir("crm-relay-release-cache-")
+    emptyFolderWithExecutable(folder)
+    // NODE_DEBUG=crm-relay tells on stderr what became of the code cache the release made (release.ts).
+    const taken = yield* run(folder, ["--help"], { NODE_DEBUG: "crm-relay" })
+    expect(taken.code).toBe(0)
+    expect(taken.stdout).toContain("migrate")
+    expect(taken.stderr).toMatch(/code cache cli\.js\.v8: accepted/)
+    // V8 hashes the flags a cache was made under: another one in NODE_OPTIONS, and the command compiles as it would without.
+    const refused = yield* run(folder, ["--help"], { NODE_DEBUG: "crm-relay", NODE_OPTIONS: "--stack-trace-limit=50" })
+    expect(refused.code).toBe(0)
+    expect(refused.stdout).toBe(taken.stdout)
+    expect(refused.stderr).toMatch(/code cache cli\.js\.v8: refused/)
+    // The cache is read from the executable: nothing beside it (an image's root is read-only).
+    expect(Fs.readdirSync(folder).sort()).toEqual(["crm-relay", "empty-path"])
   }), PROCESS_TEST_TIMEOUT)
 
   // Real time: the test waits on a process and the network, never on the TestClock.

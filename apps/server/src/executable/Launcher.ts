@@ -6,7 +6,8 @@
  * command), the packages they load lazily (vendor/…), PGlite and its files,
  * the Integrations area's page. Nothing is read from disk or written
  * anywhere but DATA_DIR (the compiled code of `serve`, kept between starts
- * as bin/crm-relay.js keeps it in Node's compile cache).
+ * as bin/crm-relay.js keeps it in Node's compile cache). The compiled code
+ * of cli.js is carried too, made when the release was (release.ts).
  */
 import * as Fs from "node:fs"
 import * as Module from "node:module"
@@ -79,12 +80,33 @@ const ownCache = (): Buffer | undefined => {
   }
 }
 
+/**
+ * Where the release's first, unshipped executable writes the compiled code of
+ * cli.js once the command it ran (`--help`) is done; release.ts sets it when
+ * it bundles that executable, and leaves it undefined (the code gone) in the
+ * one it ships.
+ */
+declare const CLI_CODE_CACHE_OUT: string | undefined
+
+/**
+ * The compiled code of cli.js the release made (cli.js.v8, see release.ts):
+ * V8 checks it against its version, its flags and the script, and refuses
+ * one that does not match (a NODE_OPTIONS with another V8 flag); the command
+ * then only compiles as it would without.
+ */
+const CLI_CACHE = "cli.js.v8"
+
 /** Runs one of the server's scripts (a function of `require` and its `import.meta.url`). */
 const runScript = (name: string, cached: boolean): void => {
-  const cachedData = cached ? ownCache() : undefined
+  const carried = !cached && assetNames.has(CLI_CACHE) ? Buffer.from(Sea.getRawAsset(CLI_CACHE)) : undefined
+  const cachedData = cached ? ownCache() : carried
   const script = new Vm.Script(text(name), { filename: `${ROOT}${name}`, cachedData })
   const accepted = cachedData !== undefined && !script.cachedDataRejected
-  debug("code cache %s: %s", cacheFile, accepted ? "accepted" : cachedData === undefined ? "none" : "refused")
+  debug("code cache %s: %s", cached ? cacheFile : CLI_CACHE, accepted ? "accepted" : cachedData === undefined ? "none" : "refused")
+  if (typeof CLI_CODE_CACHE_OUT === "string" && !cached) {
+    const out = CLI_CODE_CACHE_OUT
+    process.on("exit", () => Fs.writeFileSync(out, script.createCachedData()))
+  }
   if (cached && !accepted) {
     // Called by the server a second after start (src/config/CodeCache.ts).
     Object.assign(globalThis, {
