@@ -91,7 +91,8 @@ const postject = Path.join(Path.dirname(requireHere.resolve("postject/package.js
 const seaExecutable = (main: string, executable: string): void => {
   const blob = Path.join(work, "sea-prep.blob")
   const seaConfig = Path.join(work, "sea-config.json")
-  Fs.writeFileSync(seaConfig, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2))
+// The tarball: one folder with the executable and a short README, with no owner, time or order of the machine in it.
+// (The executable itself is not byte-stable across builds: the code cache V8 writes after `--help` differs run to run.)
   execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { cwd: work, stdio: "inherit" })
   Fs.copyFileSync(process.execPath, executable)
   Fs.chmodSync(executable, 0o755)
