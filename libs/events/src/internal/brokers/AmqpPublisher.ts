@@ -16,6 +16,7 @@ import { Effect, Redacted } from "effect"
 import * as amqp from "amqplib"
 import * as tls from "node:tls"
 import {
+  asSentence,
   type BrokerMessage,
   CheckOutcome,
   DEFAULT_TIMEOUT_MS,
@@ -243,10 +244,6 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
     return opened
   }))
 
-  // The open connection without waiting on a reconnect: the common case costs nothing.
-  const connection = Effect.suspend(() =>
-    current !== undefined && current.closedBy === undefined ? Effect.succeed(current) : reconnect
-  )
 
   const outcomeOf = (state: Open, messageId: string, error: unknown): PublishOutcome => {
     const returned = state.returned.get(messageId)
@@ -274,24 +271,26 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
         callback(outcome)
       }
       const timer = setTimeout(
-        () => resume(Effect.succeed(PublishOutcome.Transient({ reason: `RabbitMQ did not confirm the message within ${timeoutMs / 1000} s` }))),
+        () => resume(Effect.succeed(asSentence(PublishOutcome.Transient({ reason: `RabbitMQ did not confirm the message within ${timeoutMs / 1000} s` })))),
         timeoutMs
       )
       const { "content-type": contentType, ...headers } = message.headers
       const timestamp = Number(headers["webhook-timestamp"])
       try {
-        state.channel.publish(config.exchange, config.routingKey, Buffer.from(message.body), {
+        // A view of the body, not a copy: amqplib copies it into the frame.
+        const body = Buffer.from(message.body.buffer, message.body.byteOffset, message.body.byteLength)
+        state.channel.publish(config.exchange, config.routingKey, body, {
           persistent: true,
           mandatory: true,
           messageId: message.messageId,
           contentType: contentType ?? "application/json",
           headers,
           ...(Number.isFinite(timestamp) ? { timestamp } : {})
-        }, (error: unknown) => resume(Effect.succeed(outcomeOf(state, message.messageId, error))))
+        }, (error: unknown) => resume(Effect.succeed(asSentence(outcomeOf(state, message.messageId, error)))))
       } catch (error) {
         // amqplib throws when the channel is already closed: the connection is gone.
         state.closedBy ??= { code: 0, reason: describeError(error) }
-        resume(Effect.succeed(PublishOutcome.Transient({ reason: `the connection to the broker was lost: ${describeError(error)}` })))
+        resume(Effect.succeed(asSentence(PublishOutcome.Transient({ reason: `the connection to the broker was lost: ${describeError(error)}` }))))
       }
       return Effect.sync(() => {
         settled = true
@@ -301,7 +300,10 @@ export const make = Effect.fn("AmqpPublisher.make")(function*(
 
   // No span per message: the delivery attempt that calls this has one, and a span here would cost
   // a noticeable share of a loopback publish (npm run bench:destinations).
-  const publish = publishVia(connection, publishOn)
+  // On the open connection a publish is its one async step; otherwise it (re)connects first.
+  const afterReconnect = publishVia(reconnect, publishOn)
+  const publish = (message: BrokerMessage): Effect.Effect<PublishOutcome> =>
+    current !== undefined && current.closedBy === undefined ? publishOn(current, message) : afterReconnect(message)
 
   return { publish }
 })
