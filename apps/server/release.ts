@@ -91,8 +91,7 @@ const postject = Path.join(Path.dirname(requireHere.resolve("postject/package.js
 const seaExecutable = (main: string, executable: string): void => {
   const blob = Path.join(work, "sea-prep.blob")
   const seaConfig = Path.join(work, "sea-config.json")
-// The tarball: one folder with the executable and a short README, with no owner, time or order of the machine in it.
-// (The executable itself is not byte-stable across builds: the code cache V8 writes after `--help` differs run to run.)
+  Fs.writeFileSync(seaConfig, JSON.stringify({ main, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2))
   execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { cwd: work, stdio: "inherit" })
   Fs.copyFileSync(process.execPath, executable)
   Fs.chmodSync(executable, 0o755)
@@ -121,7 +120,8 @@ seaExecutable(await bundleLauncher(Path.join(work, "launcher.cjs")), executable)
 const told = help(executable, { NODE_DEBUG: "crm-relay" })
 if (!told.includes("code cache cli.js.v8: accepted")) throw new Error(`the executable refuses its code cache of cli.js:\n${told}`)
 
-// The tarball: one folder with the executable and a short README; reproducible (no owner, time or order of the machine).
+// The tarball: one folder with the executable and a short README, with no owner, time or order of the machine in it.
+// (The executable itself is not byte-stable across builds: the code cache V8 writes after `--help` differs run to run.)
 const name = `crm-relay-${version}-linux-x64`
 const folder = Path.join(work, name)
 Fs.mkdirSync(folder)
