@@ -107,6 +107,21 @@ export interface TypedDestination<C> {
   readonly release?: ((target: Target) => Effect.Effect<void>) | undefined
 }
 
+/**
+ * `f` of a target, computed once per `Target` object: what a kind derives from the stored row
+ * (its decoded configuration, credentials, a connection key) is the same for every message to it.
+ * Keyed weakly, so a target let go of (a destination removed, a REST hook's per-job target) is too.
+ */
+export const perTarget = <A>(f: (target: Target) => A): (target: Target) => A => {
+  const known = new WeakMap<Target, A>()
+  return (target) => {
+    if (known.has(target)) return known.get(target) as A
+    const value = f(target)
+    known.set(target, value)
+    return value
+  }
+}
+
 // The first issue, named by its field: the tree's first line names only the Schema, not what is wrong.
 const invalidConfig = (kind: string, error: ParseResult.ParseError): string => {
   const issue = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
@@ -123,12 +138,13 @@ const invalidConfig = (kind: string, error: ParseResult.ParseError): string => {
  * at check), never a defect.
  */
 export const make = <C>(typed: TypedDestination<C>): DestinationService => {
-  // Compiled once: this runs for every message.
-  const decode = Schema.decodeUnknownEither(typed.config)
+  // Compiled once, and run once per target: the delivery worker keeps a destination's Target for
+  // as long as the destination lives, so its messages reuse the decoded configuration.
+  const decode = perTarget((target) => Schema.decodeUnknownEither(typed.config)(target.config))
   return {
     kind: typed.kind,
     publish: (message) => {
-      const config = decode(message.target.config)
+      const config = decode(message.target)
       return Either.isRight(config)
         ? typed.publish(message, config.right)
         : Effect.succeed(Outcome.Permanent({
@@ -138,7 +154,7 @@ export const make = <C>(typed: TypedDestination<C>): DestinationService => {
         }))
     },
     check: (target) => {
-      const config = decode(target.config)
+      const config = decode(target)
       return Either.isRight(config)
         ? typed.check(target, config.right)
         : Effect.fail(new DestinationRefused({ reason: "invalid_config", message: invalidConfig(typed.kind, config.left) }))

@@ -10,7 +10,7 @@ import { BrokerEgress } from "@crm-relay/bridge"
 import type { Either, Schema } from "effect"
 import { Clock, Duration, Effect, Exit, Option, Redacted, Schedule, Scope } from "effect"
 import { createHash } from "node:crypto"
-import { DestinationRefused, type DestinationService, make, type Message, Outcome, type Target } from "../../Destination.js"
+import { DestinationRefused, type DestinationService, make, type Message, Outcome, perTarget, type Target } from "../../Destination.js"
 import type { BrokerMessage, CheckOutcome, PublisherOptions, PublishOutcome } from "./BrokerMessage.js"
 
 /** How long a destination's connection stays open without a publish (default). */
@@ -186,28 +186,31 @@ export const destination = <C, K, P extends { readonly publish: (message: Broker
     // take the publishers' finalizers from the scopes the pool closes them with.
     const egress = yield* BrokerEgress
     const publishers = yield* pool<P>(Duration.decode(options.idle ?? DEFAULT_IDLE))
+    // Once per target, not per message: the credentials' JSON and Schema, and the key's digest.
+    const credentialsOf = perTarget((target) => kind.credentialsOf(target.credentials))
+    const key = perTarget(keyOf)
     return make<C>({
       kind: kind.kind,
       config: kind.config,
       publish: (message, config) => {
-        const credentials = kind.credentialsOf(message.target.credentials)
+        const credentials = credentialsOf(message.target)
         if (credentials._tag === "Left") {
           return Effect.succeed(outcomeOf({ _tag: "Permanent", reason: credentials.left.message }))
         }
         return publishers.with(
-          keyOf(message.target),
+          key(message.target),
           Effect.provideService(kind.open(config, credentials.right, options), BrokerEgress, egress),
           (publisher) => Effect.map(publisher.publish(brokerMessage(message)), outcomeOf)
         )
       },
       check: (target, config) => {
-        const credentials = kind.credentialsOf(target.credentials)
+        const credentials = credentialsOf(target)
         return credentials._tag === "Left"
           ? Effect.fail(credentials.left)
           : kind.check(config, credentials.right, options).pipe(Effect.provideService(BrokerEgress, egress), Effect.flatMap(checked))
       },
       // The removed destination's connection closes now rather than after `idle`. Two destinations
       // with the same target and credentials share it: the other one reconnects on its next publish.
-      release: (target) => publishers.evict(keyOf(target))
+      release: (target) => publishers.evict(key(target))
     })
   })
