@@ -3,6 +3,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/test npm run bench:data -- \
  *     [--deliveries 100000] [--pending 10000] [--accounts 50] [--rate 50] [--seconds 10]
+ *     [--cpu-prof DIR] [--node-options FLAGS] [--serving-only]
  *
  * 1. An embedded DATA_DIR is filled (no server): `--accounts` accounts with a
  *    key and a subscription each, one sealed secret, and `--deliveries`
@@ -35,6 +36,9 @@ const pending = Argv.integer("pending", 10_000, 0)
 const accounts = Argv.integer("accounts", 50)
 const rate = Argv.integer("rate", 50)
 const seconds = Argv.integer("seconds", 10)
+const cpuProfileDir = Argv.text("cpu-prof")
+const nodeOptions = Argv.text("node-options")
+const servingOnly = Argv.flag("serving-only")
 const ADMIN_TOKEN = randomBytes(16).toString("hex")
 const MASTER_KEY = Vault.generateMasterKey()
 
@@ -80,11 +84,25 @@ const seed = (dataDir: string) =>
         AS s(id uuid, account_id uuid, n int) ON s.n = g % ${accounts}`
   }).pipe(Effect.provide(Database.layerPglite({ dataDir })), Logger.withMinimumLogLevel(LogLevel.Warning))
 
+/** NODE_OPTIONS of the serving process, when it has any. */
+const serveNodeOptions = (): Record<string, string> => {
+  const flags = [
+    ...(nodeOptions === undefined ? [] : [nodeOptions]),
+    ...(cpuProfileDir === undefined ? [] : [`--cpu-prof --cpu-prof-dir=${Path.resolve(cpuProfileDir)}`])
+  ]
+  return flags.length === 0 ? {} : { NODE_OPTIONS: flags.join(" ") }
+}
+
 /** `serve` on `dataDir` until the scope ends; answers its internal URL once published. */
 const serving = (env: Record<string, string>, dataDir: string) =>
   Effect.gen(function*() {
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() => ChildProcess.spawn(process.execPath, [BIN, "serve"], { env: { PATH: process.env["PATH"] ?? "", ...env }, stdio: "ignore" })),
+      Effect.sync(() =>
+        ChildProcess.spawn(process.execPath, [BIN, "serve"], {
+          env: { PATH: process.env["PATH"] ?? "", ...env, ...serveNodeOptions() },
+          stdio: "ignore"
+        })
+      ),
       (c) => Effect.async<void>((resume) => {
         c.once("exit", () => resume(Effect.void))
         c.kill("SIGTERM")
@@ -151,21 +169,23 @@ const main = Effect.gen(function*() {
   yield* Console.log(`Seeding ${deliveries} deliveries (${pending} pending), ${accounts} accounts into an embedded database...`)
   yield* seed(dataDir)
 
-  const file = Path.join(dir, "bench.crm-relay-backup")
-  const backupMs = yield* timed(["db", "backup", file], env)
-  yield* Console.log(`db backup (server stopped): ${(backupMs / 1000).toFixed(1)} s, ${(Fs.statSync(file).size / 1_048_576).toFixed(1)} MiB`)
+  if (!servingOnly) yield* Effect.gen(function*() {
+    const file = Path.join(dir, "bench.crm-relay-backup")
+    const backupMs = yield* timed(["db", "backup", file], env)
+    yield* Console.log(`db backup (server stopped): ${(backupMs / 1000).toFixed(1)} s, ${(Fs.statSync(file).size / 1_048_576).toFixed(1)} MiB`)
 
-  const server = new URL(databaseUrl)
-  const name = `crm_relay_bench_${randomBytes(4).toString("hex")}`
-  const admin = Database.layerPostgres({ url: Redacted.make(databaseUrl), poolSize: 1 })
-  yield* Effect.acquireRelease(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`CREATE DATABASE ${name}`)).pipe(Effect.provide(admin)),
-    () => Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.provide(admin), Effect.ignore)
-  )
-  server.pathname = `/${name}`
-  server.search = ""
-  const moveMs = yield* timed(["db", "move", "--to", server.toString()], env)
-  yield* Console.log(`db move --to PostgreSQL: ${(moveMs / 1000).toFixed(1)} s`)
+    const server = new URL(databaseUrl)
+    const name = `crm_relay_bench_${randomBytes(4).toString("hex")}`
+    const admin = Database.layerPostgres({ url: Redacted.make(databaseUrl), poolSize: 1 })
+    yield* Effect.acquireRelease(
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`CREATE DATABASE ${name}`)).pipe(Effect.provide(admin)),
+      () => Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).pipe(Effect.provide(admin), Effect.ignore)
+    )
+    server.pathname = `/${name}`
+    server.search = ""
+    const moveMs = yield* timed(["db", "move", "--to", server.toString()], env)
+    yield* Console.log(`db move --to PostgreSQL: ${(moveMs / 1000).toFixed(1)} s`)
+  })
 
   yield* Effect.scoped(Effect.gen(function*() {
     const adminUrl = yield* serving({ ...env, ROLE: "api" }, dataDir)

@@ -74,8 +74,28 @@ const dumpPostgres = (writer: Writer, about: About, onRows: (rows: number) => Ef
     }))
   })
 
-/** Pages of a copy read per turn on the PGlite session (8 KiB each). */
-const PAGES = 32
+/**
+ * How long a turn on the PGlite session aims to be: the wait it adds to a
+ * statement that arrives during it. Pages per turn (8 KiB each) follow the
+ * last turn's time, from 1 to `MAX_PAGES`: rows differ in width, and the
+ * same pages take longer on a busy machine.
+ */
+const TURN_MS = 4
+const MAX_PAGES = 32
+const nextPages = (pages: number, tookMs: number): number =>
+  tookMs > TURN_MS ? Math.max(1, pages >> 1) : tookMs < TURN_MS / 2 ? Math.min(MAX_PAGES, pages * 2) : pages
+
+/**
+ * Between two turns on the PGlite session: a pause of one timer tick, so the
+ * statements that waited for the session during the last turn take it before
+ * the next turn asks again (the session's permit is not a queue: a fiber that
+ * asks again at once takes it back before the waiters wake). A host timer,
+ * not the Clock: a pause of the event loop, whatever clock the caller runs.
+ */
+const giveWay = Effect.async<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), 1)
+  return Effect.sync(() => clearTimeout(timer))
+})
 
 /**
  * PGlite: copy every table in one short transaction (a plain copy: no sort,
@@ -107,13 +127,19 @@ const dumpPglite = (writer: Writer, about: About, onRows: (rows: number) => Effe
       const [size] = yield* sql.unsafe<{ pages: number }>(
         `SELECT (pg_relation_size('${copy}'::regclass) / current_setting('block_size')::int)::int AS pages`
       )
-      for (let page = 0; page < Number(size?.pages ?? 0); page += PAGES) {
+      const total = Number(size?.pages ?? 0)
+      let pages = 1
+      for (let page = 0; page < total;) {
+        yield* giveWay
+        const start = performance.now()
         const rows = yield* sql.withTransaction(Effect.zipRight(
           sql`SET LOCAL TimeZone TO 'UTC'`,
           sql.unsafe<{ r: string }>(
-            `SELECT to_jsonb(b)::text AS r FROM ${copy} b WHERE ctid >= '(${page},0)'::tid AND ctid < '(${page + PAGES},0)'::tid`
+            `SELECT to_jsonb(b)::text AS r FROM ${copy} b WHERE ctid >= '(${page},0)'::tid AND ctid < '(${page + pages},0)'::tid`
           )
         ))
+        page += pages
+        pages = nextPages(pages, performance.now() - start)
         yield* writer.rows(rows.map((row) => row.r))
         yield* onRows(rows.length)
       }
