@@ -47,8 +47,9 @@ export const prepare = (rabbit: RabbitMqServer.RabbitMqServer, nats: NatsServer.
     const { database, serverEnv } = yield* LoopbackRun.prepare("bench-destinations")
     const adminToken = randomBytes(24).toString("hex")
     const masterKey = randomBytes(32).toString("base64")
-    const start = (role: "api" | "worker") =>
+    const start = (role: "api" | "worker", bin?: string) =>
       serve({
+        bin,
         databaseUrl: database.url,
         pool: 10,
         adminToken,
@@ -116,7 +117,8 @@ export const prepare = (rabbit: RabbitMqServer.RabbitMqServer, nats: NatsServer.
         }
       })
 
-    const drain = (accountId: string, count: Effect.Effect<number>) => (label: string, events: number) =>
+    // `bin`: another build's binary drains (the outcomes are queued by this build's API server).
+    const drain = (accountId: string, count: Effect.Effect<number>) => (label: string, events: number, bin?: string) =>
       Effect.gen(function*() {
         const before = yield* count
         const posting = performance.now()
@@ -127,7 +129,7 @@ export const prepare = (rabbit: RabbitMqServer.RabbitMqServer, nats: NatsServer.
         ))
         const accepted = events / ((performance.now() - posting) / 1000)
         return yield* Effect.scoped(Effect.gen(function*() {
-          const worker = yield* start("worker")
+          const worker = yield* start("worker", bin)
           const cpu = yield* cpuSeconds(worker.pid)
           const first = yield* worker.whileRunning(awaitCount(label, count, before, before + events))
           const last = performance.now()

@@ -5,7 +5,7 @@
  * Nats-Msg-Id, waiting for each ack), on private loopback brokers started for
  * the run, in alternating rounds.
  *
- *   DATABASE_URL=postgres://… npm run bench:destinations -- [--messages 5000] [--rounds 2] [--concurrency 64]
+ *   DATABASE_URL=postgres://… npm run bench:destinations -- [--messages 5000] [--rounds 2] [--concurrency 64] [--baseline PATH]
  *
  * Each round, for RabbitMQ and for NATS, the publisher (egress, connection
  * held per destination, outcome per message) and the plain client each
@@ -19,6 +19,9 @@
  * whose destination is that broker, then a fresh worker process drains them
  * through the delivery queue; figures from the first to the last message at
  * the broker, CPU the worker process's per message, ratio drain / plain.
+ * `--baseline PATH` (another build's `apps/server/bin/crm-relay.js`) drains
+ * the same outcomes with that build's worker too, in the same rounds, and
+ * prints the ratio of this build's drain to it.
  * Build the binary first (`npx nx run @crm-relay/server:build`).
  */
 import { BrokerEgress, DnsResolver } from "@crm-relay/bridge"
@@ -34,11 +37,13 @@ import * as amqp from "amqplib"
 import { Console, Effect, Layer, Logger, LogLevel, Redacted, Schema } from "effect"
 import * as Argv from "../support/Argv.js"
 import * as Drain from "./Drain.js"
+import { builtBinary } from "../support/ServerProcess.js"
 import { runMain } from "../support/runMain.js"
 
 const messages = Argv.integer("messages", 5_000)
 const rounds = Argv.integer("rounds", 2)
 const concurrency = Argv.integer("concurrency", 64)
+const baselineBin = Argv.text("baseline")
 
 interface Figures {
   readonly perSecond: number
@@ -167,6 +172,8 @@ const main = Effect.gen(function*() {
   )
   const RABBIT_DRAIN = "RabbitMQ drain through the server"
   const NATS_DRAIN = "NATS drain through the server"
+  const RABBIT_BASELINE = "RabbitMQ drain, baseline build"
+  const NATS_BASELINE = "NATS drain, baseline build"
   // The drain's warm-up is a few hundred events: connections open, code paths compiled.
   const warmup = (label: string) => (label.startsWith("warmup") ? Math.min(messages, 300) : messages)
   if (drain.drain !== undefined) {
@@ -176,13 +183,19 @@ const main = Effect.gen(function*() {
     )
     runs[RABBIT_DRAIN] = (label) => server.rabbitmq(label, warmup(label)).pipe(Effect.orDie)
     runs[NATS_DRAIN] = (label) => server.nats(label, warmup(label)).pipe(Effect.orDie)
+    if (baselineBin !== undefined) {
+      const bin = yield* builtBinary(baselineBin)
+      yield* Console.log(`Baseline: ${bin} drains the same outcomes in the same rounds.`)
+      runs[RABBIT_BASELINE] = (label) => server.rabbitmq(label, warmup(label), bin).pipe(Effect.orDie)
+      runs[NATS_BASELINE] = (label) => server.nats(label, warmup(label), bin).pipe(Effect.orDie)
+    }
   }
   const has = (name: string) => runs[name] !== undefined
 
   const results = new Map<string, Array<Figures>>(Object.keys(runs).map((name) => [name, []]))
   const groups: ReadonlyArray<ReadonlyArray<string>> = [
-    ["RabbitMQ publisher", "RabbitMQ plain amqplib (confirms)", RABBIT_DRAIN].filter(has),
-    ["NATS publisher", "NATS plain JetStream (acks)", NATS_DRAIN].filter(has)
+    ["RabbitMQ publisher", "RabbitMQ plain amqplib (confirms)", RABBIT_DRAIN, RABBIT_BASELINE].filter(has),
+    ["NATS publisher", "NATS plain JetStream (acks)", NATS_DRAIN, NATS_BASELINE].filter(has)
   ]
   // A warm-up of each, not counted: connections open, code paths compiled.
   for (const name of Object.keys(runs)) yield* runs[name]!(`warmup_${name.replace(/\W+/g, "_")}`)
@@ -202,7 +215,7 @@ const main = Effect.gen(function*() {
   }
 
   yield* Console.log(`medians over ${rounds} rounds`)
-  for (const [product, plain, drained] of groups) {
+  for (const [product, plain, drained, baseline] of groups) {
     const of = (name: string): Figures => ({
       perSecond: median(results.get(name)!.map((figures) => figures.perSecond)),
       cpuMicrosPerMessage: median(results.get(name)!.map((figures) => figures.cpuMicrosPerMessage)),
@@ -223,6 +236,15 @@ const main = Effect.gen(function*() {
       const d = of(drained)
       yield* Console.log(`  ${line(drained, d)}`)
       yield* ratio("drain", d, b)
+      if (baseline !== undefined) {
+        const o = of(baseline)
+        yield* Console.log(`  ${line(baseline, o)}`)
+        yield* Console.log(
+          `  ratio drain / baseline build's drain: rate ${(d.perSecond / o.perSecond).toFixed(2)} (issue 43's goal: ≥ 2), CPU per message ${
+            (d.cpuMicrosPerMessage / o.cpuMicrosPerMessage).toFixed(2)
+          }`
+        )
+      }
     }
   }
 }).pipe(
