@@ -9,9 +9,10 @@
  * On PGlite in process by default (the database's CPU counts too), on the
  * PostgreSQL of DATABASE_URL when set (a schema of its own, dropped after;
  * the server's CPU is not counted). Prints, per round, the process CPU µs per
- * job over the drain, and the median. Instruction counts, which the machine's
- * load does not change, come from running it under a CPU simulator at two
- * `--jobs` values and dividing the difference.
+ * job over the drain, and the median. Compare builds by alternating runs:
+ * under a CPU simulator, a few hundred jobs' difference in `--jobs` is lost in
+ * the start-up's own variation (compiling, JIT, GC), so instruction counts
+ * need many thousands of jobs per run.
  */
 import { JobQueue, TestDatabase } from "@crm-relay/store"
 import * as SqlClient from "@effect/sql/SqlClient"
