@@ -12,6 +12,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  type Exit,
   Fiber,
   FiberRef,
   FiberRefs,
@@ -177,7 +178,7 @@ export const run = <A, R>(
     const timingEnabled = runtime.fiberRefs.pipe(FiberRefs.getOrDefault(FiberRef.currentTracerTimingEnabled))
     const spanName = `JobQueue.run ${jobs.table}`
 
-    const runJob = (job: Job<A>, span: Tracer.Span) => {
+    const runJob = (job: Job<A>) => {
       const started = clock.unsafeCurrentTimeNanos()
       return Effect.suspend(() => handler(job)).pipe(
         Effect.catchAllCause((cause) =>
@@ -199,23 +200,23 @@ export const run = <A, R>(
           finishing.add(job.id)
           giveBack(job)
           return Effect.zipRight(finish(job, result), afterStored(result, started))
-        }),
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            if (span.status._tag !== "Ended") span.end(timingEnabled ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
-            running.delete(job.id)
-            // Stopped before its handler decided (interrupted): its slot is given back now.
-            if (!finishing.delete(job.id)) giveBack(job)
-          })
-        ),
-        Effect.catchAllCause(() => Effect.void)
+        })
       )
+    }
+
+    // A job's end, whatever it was (its fiber's observer: no uninterruptible region, no Effect steps, per job):
+    // called as the fiber exits, before anyone awaiting it (the heartbeat, the shutdown) resumes.
+    const ended = (job: Job<A>, span: Tracer.Span) => (exit: Exit.Exit<void>) => {
+      if (span.status._tag !== "Ended") span.end(timingEnabled ? clock.unsafeCurrentTimeNanos() : BigInt(0), exit)
+      running.delete(job.id)
+      // Stopped before its handler decided (interrupted): its slot is given back now.
+      if (!finishing.delete(job.id)) giveBack(job)
     }
 
     // A daemon (the runner's finalizer, not the claiming fiber, decides when it stops), started on the
     // next tick, after the claimer recorded it among the running jobs.
-    const startJob = (job: Job<A>, span: Tracer.Span): Fiber.RuntimeFiber<void> =>
-      Runtime.runFork(Runtime.make({ ...runtime, context: Context.add(runtime.context, Tracer.ParentSpan, span) }), runJob(job, span), {
+    const startJob = (job: Job<A>, span: Tracer.Span): Fiber.RuntimeFiber<void> => {
+      const fiber = Runtime.runFork(Runtime.make({ ...runtime, context: Context.add(runtime.context, Tracer.ParentSpan, span) }), runJob(job), {
         immediate: false,
         updateRefs: (refs, fiberId) =>
           FiberRefs.updateAs(refs, {
@@ -224,6 +225,9 @@ export const run = <A, R>(
             value: HashMap.set(HashMap.set(annotations, "job_id", job.id), "attempt", job.attempt)
           })
       })
+      fiber.addObserver(ended(job, span))
+      return fiber
+    }
 
     const beat = Effect.gen(function*() {
       const ids = Array.from(running.keys()).filter((id) => !finishing.has(id))

@@ -37,12 +37,7 @@ export const makeResults = <A>(queue: JobQueue<A>) =>
     const store = (job: Job<A>, result: JobResult): Effect.Effect<boolean> => {
       // Finished by the handler's own statement, which held the lease.
       if (result._tag === "Complete" && result.stored === true) return Effect.succeed(true)
-      if (isBatchable(result)) {
-        return Effect.async<boolean>((resume) => {
-          waiting.push([{ id: job.id, result }, (held) => resume(Effect.succeed(held))])
-          resultsWaiting.unsafeOffer(void 0)
-        })
-      }
+      // (A batchable result waits for the storing fiber: see `finish`.)
       const extras: FinishExtras = { set: result.set, alongside: result.alongside, log: result.log }
       const change = JobResult.$match(result, {
         Complete: () => queue.complete(job.id, extras),
@@ -53,15 +48,23 @@ export const makeResults = <A>(queue: JobQueue<A>) =>
       return result.record === undefined ? change : sql.withTransaction(Effect.zipRight(result.record, change)).pipe(Effect.orDie)
     }
 
-    const finish = (job: Job<A>, result: JobResult) =>
+    const takenOver = (job: Job<A>, result: JobResult) =>
+      Effect.logWarning("Job finished after its lease was taken over; its result was not stored").pipe(
+        Effect.annotateLogs({ job_id: job.id, result: result._tag })
+      )
+
+    const finish = (job: Job<A>, result: JobResult): Effect.Effect<void> =>
+      // The common case, a batchable result, in as few steps as it takes: it cannot fail.
+      isBatchable(result) && !(result._tag === "Complete" && result.stored === true)
+        ? Effect.uninterruptible(Effect.async<void>((resume) => {
+          waiting.push([{ id: job.id, result }, (held) => resume(held ? Effect.void : takenOver(job, result))])
+          resultsWaiting.unsafeOffer(void 0)
+        }))
+        : stored(job, result)
+
+    const stored = (job: Job<A>, result: JobResult) =>
       store(job, result).pipe(
-        Effect.tap((held) =>
-          held
-            ? Effect.void
-            : Effect.logWarning("Job finished after its lease was taken over; its result was not stored").pipe(
-              Effect.annotateLogs({ job_id: job.id, result: result._tag })
-            )
-        ),
+        Effect.tap((held) => held ? Effect.void : takenOver(job, result)),
         Effect.catchAllCause((cause) =>
           // The lease will expire and the job run again.
           Effect.logError("Could not store a job's result", cause).pipe(Effect.annotateLogs({ job_id: job.id }))
