@@ -31,9 +31,14 @@ const copyEntries = (source: string, target: string): void => {
   for (const entry of Fs.readdirSync(source)) {
     if (LEFT_OUT.has(entry)) continue
     if (entry === "node_modules") Fs.symlinkSync(Path.join(source, entry), Path.join(target, entry))
-    else Fs.cpSync(Path.join(source, entry), Path.join(target, entry), { recursive: true, verbatimSymlinks: true })
+    // A nested install is not copied (a clone has none): tools/n8n's n8n is 3 GB, and copying it blocked this
+    // process long enough for the test runner's worker to time out.
+    else Fs.cpSync(Path.join(source, entry), Path.join(target, entry), { recursive: true, verbatimSymlinks: true, filter: notInstalled })
   }
 }
+
+/** False for an installed folder (`node_modules`) below the top of a project. */
+const notInstalled = (from: string): boolean => Path.basename(from) !== "node_modules"
 
 // Installed entries that point back into the workspace (the workspace packages and the bins,
 // all relative links): copied as links, so that they resolve to this folder's projects.
