@@ -63,8 +63,8 @@ const results: {
  * product's own record of what it had claimed, not a time allowed for them: under load they arrive late).
  */
 const held = (r: Recorded) => {
-  const hold = r.hold
-  if (hold === undefined) throw new Error("The origin was never held during the outage.")
+  expect(r.hold, "the origin was held during the outage").toBeDefined()
+  const hold = r.hold!
   const arrived = new Map<string, number>()
   for (const q of r.whileDown) {
     if (q.at <= hold.at) arrived.set(q.headers["webhook-id"]!, (arrived.get(q.headers["webhook-id"]!) ?? 0) + 1)

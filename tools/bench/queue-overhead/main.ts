@@ -32,19 +32,8 @@ const round = (n: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const name = `queue_overhead_${n}`
-    yield* sql.unsafe(`CREATE TABLE ${name} (
-      id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-      label text NOT NULL,
-      target text NOT NULL,
-      account text NOT NULL,
-      status text NOT NULL DEFAULT 'pending',
-      attempts integer NOT NULL DEFAULT 0,
-      next_attempt_at timestamptz NOT NULL DEFAULT now(),
-      lease_owner text,
-      lease_expires_at timestamptz,
-      last_error text
-    )`)
-    yield* sql.unsafe(`CREATE INDEX ${name}_due_idx ON ${name} (next_attempt_at) WHERE status = 'pending'`)
+    const own = ["label text NOT NULL", "target text NOT NULL", "account text NOT NULL"]
+    for (const statement of JobQueue.scratchTableSql(name, own)) yield* sql.unsafe(statement)
     yield* sql.unsafe(`CREATE INDEX ${name}_key_idx ON ${name} (target, next_attempt_at) WHERE status = 'pending'`)
     const table = JobQueue.table({
       table: name,

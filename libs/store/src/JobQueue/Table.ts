@@ -23,6 +23,25 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type * as Statement from "@effect/sql/Statement"
 import { Data, type Duration, type Effect, type Either, type ParseResult, Schema } from "effect"
 
+/**
+ * The statements that make a scratch queue table `name` with the columns above, `own` columns of its
+ * own (e.g. `"label text NOT NULL"`), and the due-time index: what tests and benchmarks queue on.
+ * (Migrations restate their tables in full.)
+ */
+export const scratchTableSql = (name: string, own: ReadonlyArray<string>): ReadonlyArray<string> => [
+  `CREATE TABLE ${name} (
+    id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    ${own.map((column) => `${column},`).join("\n    ")}
+    status text NOT NULL DEFAULT 'pending',
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz NOT NULL DEFAULT now(),
+    lease_owner text,
+    lease_expires_at timestamptz,
+    last_error text
+  )`,
+  `CREATE INDEX ${name}_due_idx ON ${name} (next_attempt_at) WHERE status = 'pending'`
+]
+
 /** A queue table: its name, its completed status, and what a claim returns besides id and attempts. */
 export interface JobTable<A> {
   readonly table: string

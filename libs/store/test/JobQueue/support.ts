@@ -16,17 +16,7 @@ export const makeTable = (completedStatus = "done") =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const name = `test_jobs_${file}_${++tables}`
-    yield* sql.unsafe(`CREATE TABLE ${name} (
-      id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-      label text NOT NULL,
-      status text NOT NULL DEFAULT 'pending',
-      attempts integer NOT NULL DEFAULT 0,
-      next_attempt_at timestamptz NOT NULL DEFAULT now(),
-      lease_owner text,
-      lease_expires_at timestamptz,
-      last_error text
-    )`)
-    yield* sql.unsafe(`CREATE INDEX ${name}_due_idx ON ${name} (next_attempt_at) WHERE status = 'pending'`)
+    for (const statement of JobQueue.scratchTableSql(name, ["label text NOT NULL"])) yield* sql.unsafe(statement)
     return JobQueue.table({ table: name, completedStatus, row: Schema.Struct({ label: Schema.String }) })
   })
 
